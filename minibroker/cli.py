@@ -1,0 +1,72 @@
+"""`minibroker` / `python -m minibroker`: run a broker until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from minibroker.broker import Broker
+from minibroker.state.topics import TopicError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="minibroker", description="Run an in-memory Kafka-protocol broker."
+    )
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve"])
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=9092, help="port (0 picks a free one)")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions of auto-created topics (num.partitions)")
+    parser.add_argument("--no-auto-create", action="store_true",
+                        help="disable auto.create.topics.enable")
+    parser.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                        help="create a topic at start (repeatable)")
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    broker = Broker(
+        args.host,
+        args.port,
+        num_partitions=args.partitions,
+        auto_create_topics=not args.no_auto_create,
+    )
+    try:
+        await broker.start()
+    except OSError as exc:
+        print(f"minibroker: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    for spec in args.topic:
+        name, _, count = spec.partition(":")
+        try:
+            broker.create_topic(name, int(count or args.partitions))
+        except (TopicError, ValueError) as exc:
+            print(f"minibroker: cannot create topic {spec!r}: {exc}", file=sys.stderr)
+            await broker.stop()
+            return 2
+    print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await broker.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""The one place every request passes through: frame in, outcome out. Sans-IO.
+
+Outcomes: bytes to send, nothing to send (acks=0), a long poll to finish later, or
+CloseConnection when the frame cannot be understood (the stream can no longer be
+trusted, so only this client's connection is dropped).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from minibroker import handlers
+from minibroker.handlers import api_versions
+from minibroker.handlers.registry import Pending, RequestContext
+from minibroker.protocol import messages
+from minibroker.state.cluster import ClusterState
+
+log = logging.getLogger("minibroker.requests")
+
+
+class CloseConnection(Exception):
+    """The frame is unusable; the connection must be closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One line of the request log kept for test reports."""
+
+    at: float
+    node_id: int
+    client_id: str | None
+    api: str
+    version: int
+    correlation_id: int
+    outcome: str
+
+
+@dataclass(slots=True)
+class PendingReply:
+    """A long poll: call `finish(final)` until it returns the encoded response."""
+
+    deadline: float
+    finish: Callable[[bool], bytes | None]
+
+
+class Dispatcher:
+    def __init__(self, cluster: ClusterState, node_id: int, history: int = 1000) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.recent: deque[RequestRecord] = deque(maxlen=history)
+
+    def _record(self, header: messages.RequestHeader | None, api: str, version: int,
+                correlation_id: int, outcome: str) -> None:
+        self.recent.append(
+            RequestRecord(time.time(), self.node_id, header.client_id if header else None,
+                          api, version, correlation_id, outcome)
+        )
+
+    def dispatch(self, frame: bytes, client_host: str = "") -> bytes | PendingReply | None:
+        api_key, version, correlation_id = messages.peek_header_prefix(frame)
+        name = messages.api_name(api_key)
+        if api_key == messages.API_VERSIONS_KEY and version > api_versions.MAX_VERSION:
+            self._record(None, name, version, correlation_id, "UNSUPPORTED_VERSION")
+            return messages.encode_response(
+                correlation_id, api_versions.unsupported_version_response()
+            )
+        handler = handlers.lookup(api_key, version)
+        if handler is None:
+            self._record(None, name, version, correlation_id, "closed: unsupported")
+            raise CloseConnection(f"{name} v{version} (api key {api_key}) is not served")
+        try:
+            header, request = messages.decode_request(frame)
+        except (messages.InvalidRequest, LookupError) as exc:
+            self._record(None, name, version, correlation_id, "closed: malformed")
+            raise CloseConnection(str(exc)) from exc
+        ctx = RequestContext(self.cluster, self.node_id, header, client_host)
+        result = handler.handle(ctx, request)
+        self._record(header, handler.name, version, correlation_id, "ok")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("node %d %s v%d from %s", self.node_id, handler.name, version, header.client_id)
+        if result is None:
+            return None
+        if isinstance(result, Pending):
+            pending = result
+
+            def finish(final: bool) -> bytes | None:
+                response: Any = pending.poll(final)
+                if response is None:
+                    return None
+                return messages.encode_response(correlation_id, response)
+
+            return PendingReply(deadline=pending.deadline, finish=finish)
+        return messages.encode_response(correlation_id, result)

@@ -1,0 +1,40 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Grows a topic; the new count must be larger than the current one (INVALID_PARTITIONS).
+Not done: manual assignments of the new partitions (rejected with INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.topics import TopicError
+
+
+@api(37, "CreatePartitions", 0, 3)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for wanted in request.topics:
+        code, message = ErrorCode.none, None
+        if wanted.assignments:
+            code, message = ErrorCode.invalid_request, "manual assignments are not supported"
+        else:
+            try:
+                ctx.cluster.topics.add_partitions(
+                    wanted.name, wanted.count, validate_only=request.validate_only
+                )
+            except TopicError as exc:
+                code, message = error(exc.error_code), exc.message
+        results.append(
+            ctx.make(
+                "CreatePartitionsTopicResult",
+                name=wanted.name,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return ctx.response(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,68 @@
+"""ListOffsets (key 2), versions 1-10.
+
+Special timestamps: -2 earliest, -1 latest, -3 the record with the largest timestamp
+(v7+), -4 earliest local (= earliest; there is no tiered storage), -5 latest tiered
+(= none, offset -1). Any other value finds the first record at or after that time.
+Not done: isolation levels differ only with transactions, which are not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.log import PartitionLog
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets query; (-1, -1) when nothing matches."""
+    if timestamp == LATEST:
+        return log.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return log.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        return log.max_timestamp() or (-1, -1)
+    return log.offset_for_timestamp(timestamp) or (-1, -1)
+
+
+@api(2, "ListOffsets", 1, 10)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for wanted_topic in request.topics:
+        topic = ctx.cluster.topics.get(wanted_topic.name)
+        partitions = []
+        for wanted in wanted_topic.partitions:
+            code = ErrorCode.none
+            offset = timestamp = -1
+            if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
+                code = ErrorCode.unknown_topic_or_partition
+            elif topic.partitions[wanted.partition_index].leader != ctx.node_id:
+                code = ErrorCode.not_leader_or_follower
+            else:
+                log = topic.partitions[wanted.partition_index].log
+                offset, timestamp = _lookup(log, wanted.timestamp)
+            partitions.append(
+                ctx.make(
+                    "ListOffsetsPartitionResponse",
+                    partition_index=wanted.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=0 if code == ErrorCode.none else -1,
+                )
+            )
+        topics.append(
+            ctx.make("ListOffsetsTopicResponse", name=wanted_topic.name, partitions=tuple(partitions))
+        )
+    return ctx.response(throttle_time=NO_THROTTLE, topics=tuple(topics))

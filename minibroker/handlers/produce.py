@@ -1,0 +1,145 @@
+"""Produce (key 0), versions 3-11.
+
+Each partition's records must be exactly one magic-2 batch. The batch is checked (framing,
+CRC32C, size against the topic's max.message.bytes, idempotent sequence) and stored as
+raw bytes with its base offset rewritten. acks 0 gets no response at all; acks 1 and all
+are the same here (there are no followers).
+Not done: transactional batches (rejected: transactions are not served yet).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.protocol import records
+from minibroker.state.producers import SequenceError
+from minibroker.state.topics import Topic
+
+VALID_ACKS = (0, 1, -1)
+
+
+class _Rejected(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> tuple[int, int]:
+    """Validate and append one partition's batch; return (base offset, log append time)."""
+    if index < 0 or index >= len(topic.partitions):
+        raise _Rejected(ErrorCode.unknown_topic_or_partition, f"{topic.name}-{index} does not exist")
+    partition = topic.partitions[index]
+    if partition.leader != ctx.node_id:
+        raise _Rejected(
+            ErrorCode.not_leader_or_follower,
+            f"broker {ctx.node_id} does not lead {topic.name}-{index} (leader {partition.leader})",
+        )
+    if not data:
+        raise _Rejected(ErrorCode.invalid_record, "no record batch in the request")
+    try:
+        batches = records.split_batches(data)
+    except records.CorruptBatch as exc:
+        raise _Rejected(ErrorCode.corrupt_message, str(exc)) from exc
+    except records.UnsupportedMagic as exc:
+        raise _Rejected(ErrorCode.unsupported_for_message_format, str(exc)) from exc
+    except records.InvalidBatch as exc:
+        raise _Rejected(ErrorCode.corrupt_message, str(exc)) from exc
+    if len(batches) != 1:
+        raise _Rejected(ErrorCode.invalid_record, f"expected one record batch, got {len(batches)}")
+    header, batch = batches[0]
+    if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:
+        raise _Rejected(
+            ErrorCode.invalid_record,
+            f"record count {header.record_count} does not match offset delta "
+            f"{header.last_offset_delta}",
+        )
+    if len(batch) > topic.max_message_bytes:
+        raise _Rejected(
+            ErrorCode.message_too_large,
+            f"batch of {len(batch)} bytes exceeds max.message.bytes {topic.max_message_bytes}",
+        )
+    if header.is_transactional or header.is_control:
+        raise _Rejected(ErrorCode.invalid_txn_state, "transactions are not served yet")
+    try:
+        duplicate_of = partition.producers.check(header)
+    except SequenceError as exc:
+        raise _Rejected(error(exc.error_code), str(exc)) from exc
+    if duplicate_of is not None:
+        return duplicate_of, -1
+    append_time = ctx.cluster.clock.wall_ms() if topic.log_append_time else None
+    result = partition.log.append(header, batch, log_append_time_ms=append_time)
+    partition.producers.record(header, result.base_offset)
+    return result.base_offset, result.log_append_time
+
+
+def _partition_response(
+    ctx: RequestContext, index: int, code: ErrorCode, base_offset: int = -1,
+    append_time: int = -1, log_start: int = -1, message: str | None = None,
+) -> Any:
+    return ctx.make(
+        "PartitionProduceResponse",
+        index=index,
+        error_code=code,
+        base_offset=base_offset,
+        log_append_time=(
+            datetime.datetime.fromtimestamp(append_time / 1000, datetime.UTC)
+            if append_time >= 0
+            else None
+        ),
+        log_start_offset=log_start,
+        record_errors=(),
+        error_message=message,
+    )
+
+
+@api(0, "Produce", 3, 11)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    cluster = ctx.cluster
+    acks = request.acks
+    appended = False
+    topic_responses = []
+    for topic_data in request.topic_data:
+        topic = cluster.topics.get(topic_data.name)
+        partitions = []
+        for partition_data in topic_data.partition_data:
+            index = partition_data.index
+            if acks not in VALID_ACKS:
+                partitions.append(
+                    _partition_response(ctx, index, ErrorCode.invalid_required_acks,
+                                        message=f"acks must be 0, 1 or -1, got {acks}")
+                )
+                continue
+            if topic is None:
+                partitions.append(
+                    _partition_response(ctx, index, ErrorCode.unknown_topic_or_partition,
+                                        message=f"topic {topic_data.name!r} does not exist")
+                )
+                continue
+            try:
+                base_offset, append_time = _append(ctx, topic, index, partition_data.records)
+            except _Rejected as rejected:
+                partitions.append(
+                    _partition_response(ctx, index, rejected.code, message=rejected.message)
+                )
+                continue
+            appended = True
+            partitions.append(
+                _partition_response(
+                    ctx, index, ErrorCode.none, base_offset, append_time,
+                    topic.partitions[index].log.log_start_offset,
+                )
+            )
+        topic_responses.append(
+            ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=tuple(partitions))
+        )
+    if appended:
+        cluster.notify_append()
+    if acks == 0:
+        return None
+    return ctx.response(responses=tuple(topic_responses), throttle_time=NO_THROTTLE, node_endpoints=())

@@ -1,0 +1,80 @@
+"""The one table of APIs this broker serves. ApiVersions is answered from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
+from minibroker.state.cluster import ClusterState
+
+
+@dataclass(slots=True)
+class RequestContext:
+    cluster: ClusterState
+    node_id: int
+    header: RequestHeader
+    client_host: str = ""
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def module(self) -> ModuleType:
+        return response_module(self.header.api_key, self.header.api_version)
+
+    def response(self, **fields: Any) -> Any:
+        """The response body at the request's version; fields it lacks are dropped."""
+        return build(response_class(self.header.api_key, self.header.api_version), **fields)
+
+    def make(self, struct_name: str, **fields: Any) -> Any:
+        """A nested response structure (by its schema name) at the request's version."""
+        return build(getattr(self.module, struct_name), **fields)
+
+
+@dataclass(slots=True)
+class Pending:
+    """A response that is not ready yet (a long poll).
+
+    The server calls `poll(False)` whenever new data may have arrived and `poll(True)`
+    at `deadline` (monotonic seconds); `poll` returns the response or None to keep waiting.
+    With final=True it must return the response.
+    """
+
+    deadline: float
+    poll: Callable[[bool], Any]
+
+
+Handler = Callable[[RequestContext, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handler
+
+
+HANDLERS: dict[int, ApiHandler] = {}
+
+
+def api(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    def register(handle: Handler) -> Handler:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"api key {api_key} registered twice")
+        HANDLERS[api_key] = ApiHandler(api_key, name, min_version, max_version, handle)
+        return handle
+
+    return register
+
+
+def lookup(api_key: int, version: int) -> ApiHandler | None:
+    handler = HANDLERS.get(api_key)
+    if handler is None or not handler.min_version <= version <= handler.max_version:
+        return None
+    return handler

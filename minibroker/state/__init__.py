@@ -1,0 +1,1 @@
+"""Plain synchronous broker state with an injected clock. No asyncio, no sockets."""

@@ -1,0 +1,113 @@
+"""A partition log: record batches kept as the raw bytes the producer sent.
+
+Appending never decodes records. The base offset is written into the batch header,
+so a fetch returns stored bytes unchanged. Two parallel arrays index the batches:
+their base offsets (to find the batch holding an offset) and the running maximum of
+their max timestamps (monotonic, so a timestamp lookup is a bisection, like Kafka's
+time index).
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass
+
+from minibroker.protocol import records
+from minibroker.protocol.records import BatchHeader
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+
+
+class PartitionLog:
+    def __init__(self) -> None:
+        self._batches: list[bytes] = []
+        self._base_offsets = array("q")
+        self._max_timestamps = array("q")  # running maximum, for bisection
+        self._batch_timestamps = array("q")  # each batch's own max timestamp
+        self.log_start_offset = 0
+        self.next_offset = 0  # log end offset; with no followers also the high watermark
+        self.size_bytes = 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self.next_offset
+
+    @property
+    def batch_count(self) -> int:
+        return len(self._batches)
+
+    def append(
+        self, header: BatchHeader, batch: bytes, *, log_append_time_ms: int | None = None
+    ) -> AppendResult:
+        base_offset = self.next_offset
+        if log_append_time_ms is None:
+            stored = records.with_base_offset(batch, base_offset)
+            max_timestamp = header.max_timestamp
+            append_time = -1
+        else:
+            stored = records.with_log_append_time(batch, base_offset, log_append_time_ms)
+            max_timestamp = log_append_time_ms
+            append_time = log_append_time_ms
+        previous_max = self._max_timestamps[-1] if self._max_timestamps else -1
+        self._batches.append(stored)
+        self._base_offsets.append(base_offset)
+        self._batch_timestamps.append(max_timestamp)
+        self._max_timestamps.append(max(previous_max, max_timestamp))
+        self.next_offset = base_offset + header.last_offset_delta + 1
+        self.size_bytes += len(stored)
+        return AppendResult(base_offset=base_offset, log_append_time=append_time)
+
+    def _batch_index(self, offset: int) -> int:
+        """Index of the batch that holds `offset` (or the first one after it)."""
+        index = bisect.bisect_right(self._base_offsets, offset) - 1
+        return max(index, 0)
+
+    def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
+        """Stored batches from the one holding `offset`, up to `max_bytes` in total.
+
+        Like Kafka, the first batch is returned whole even when it alone exceeds
+        `max_bytes` (unless told otherwise), so a consumer can always make progress.
+        """
+        if offset >= self.next_offset or not self._batches:
+            return b""
+        index = self._batch_index(offset)
+        chosen: list[bytes] = []
+        total = 0
+        for batch in self._batches[index:]:
+            if total + len(batch) > max_bytes and (chosen or not allow_oversized_first):
+                break
+            chosen.append(batch)
+            total += len(batch)
+            if total >= max_bytes:
+                break
+        return b"".join(chosen)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
+        index = bisect.bisect_left(self._max_timestamps, timestamp_ms)
+        if index >= len(self._batches):
+            return None
+        batch = self._batches[index]
+        try:
+            for record in records.iter_records(batch):
+                if record.timestamp >= timestamp_ms:
+                    return record.offset, record.timestamp
+        except records.InvalidBatch:
+            pass  # codec we do not decode here: answer at batch granularity
+        return self._base_offsets[index], self._batch_timestamps[index]
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
+        if not self._batches:
+            return None
+        best = max(range(len(self._batches)), key=lambda i: self._batch_timestamps[i])
+        header = records.read_header(self._batches[best])
+        return header.base_offset + header.last_offset_delta, header.max_timestamp
+
+    def batches(self) -> list[bytes]:
+        return list(self._batches)

@@ -1,0 +1,144 @@
+"""Idempotent producer state: producer id allocation and per-partition sequence checks.
+
+Rules follow Kafka's ProducerStateManager:
+- an epoch older than the one seen for this producer is fenced (INVALID_PRODUCER_EPOCH);
+- a new epoch must start again at sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER otherwise),
+  except for a producer the partition has never seen, whose state may have been lost;
+- a batch equal to one of the last five appended is a duplicate: it is acknowledged
+  with the offset it got the first time and not written again;
+- any other sequence but last + 1 is OUT_OF_ORDER_SEQUENCE_NUMBER.
+Sequences wrap from 2**31 - 1 to 0.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from minibroker.protocol.records import NO_PRODUCER_ID, BatchHeader
+
+CACHED_BATCHES = 5
+SEQUENCE_SPAN = 2**31
+
+INVALID_PRODUCER_EPOCH = 47
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+
+
+class SequenceError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(slots=True)
+class _BatchMetadata:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+
+
+@dataclass(slots=True)
+class _ProducerEntry:
+    epoch: int
+    batches: deque[_BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else -1
+
+
+class PartitionProducers:
+    """Sequence bookkeeping of every idempotent producer that wrote to one partition."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, _ProducerEntry] = {}
+
+    def check(self, header: BatchHeader) -> int | None:
+        """Validate a batch before it is appended.
+
+        Returns the base offset of an earlier identical batch (a retried duplicate), or
+        None when the batch is new and must be appended. Raises SequenceError.
+        """
+        if header.producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self._entries.get(header.producer_id)
+        first, last = header.base_sequence, header.last_sequence
+        if entry is None:
+            return None
+        if header.producer_epoch < entry.epoch:
+            raise SequenceError(
+                INVALID_PRODUCER_EPOCH,
+                f"producer {header.producer_id} epoch {header.producer_epoch} is older than "
+                f"{entry.epoch}",
+            )
+        if header.producer_epoch > entry.epoch:
+            if first != 0:
+                raise SequenceError(
+                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"new epoch {header.producer_epoch} must start at sequence 0, got {first}",
+                )
+            return None
+        for cached in entry.batches:
+            if cached.first_sequence == first and cached.last_sequence == last:
+                return cached.base_offset
+        expected = (entry.last_sequence + 1) % SEQUENCE_SPAN
+        if first != expected:
+            raise SequenceError(
+                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {header.producer_id} sent sequence {first}, expected {expected}",
+            )
+        return None
+
+    def record(self, header: BatchHeader, base_offset: int) -> None:
+        """Remember an appended batch (call only after check() allowed it)."""
+        if header.producer_id == NO_PRODUCER_ID:
+            return
+        entry = self._entries.get(header.producer_id)
+        if entry is None or header.producer_epoch != entry.epoch:
+            entry = _ProducerEntry(epoch=header.producer_epoch)
+            self._entries[header.producer_id] = entry
+        entry.batches.append(
+            _BatchMetadata(
+                first_sequence=header.base_sequence,
+                last_sequence=header.last_sequence,
+                base_offset=base_offset,
+            )
+        )
+
+
+class ProducerIdAllocator:
+    """Hands out producer ids and epochs (InitProducerId)."""
+
+    def __init__(self, first_id: int = 1000) -> None:
+        self._next_id = first_id
+        self._epochs: dict[int, int] = {}
+        self._transactional: dict[str, int] = {}
+
+    def allocate(self) -> tuple[int, int]:
+        producer_id = self._next_id
+        self._next_id += 1
+        self._epochs[producer_id] = 0
+        return producer_id, 0
+
+    def bump(self, producer_id: int, epoch: int) -> tuple[int, int] | None:
+        """Bump the epoch of a known producer that presents its current epoch (KIP-360)."""
+        current = self._epochs.get(producer_id)
+        if current is None or current != epoch:
+            return None
+        if current >= 32766:
+            return self.allocate()
+        self._epochs[producer_id] = current + 1
+        return producer_id, current + 1
+
+    def for_transactional_id(self, transactional_id: str) -> tuple[int, int]:
+        """Same id, next epoch, for each initialisation of a transactional id (fencing)."""
+        producer_id = self._transactional.get(transactional_id)
+        if producer_id is None:
+            producer_id, epoch = self.allocate()
+            self._transactional[transactional_id] = producer_id
+            return producer_id, epoch
+        bumped = self.bump(producer_id, self._epochs[producer_id])
+        assert bumped is not None
+        if bumped[0] != producer_id:
+            self._transactional[transactional_id] = bumped[0]
+        return bumped

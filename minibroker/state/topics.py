@@ -1,0 +1,202 @@
+"""Topics, partitions and their leaders: the metadata every API consults."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from minibroker.state.log import PartitionLog
+from minibroker.state.producers import PartitionProducers
+
+LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+# Topic configs a client may set. The broker acts on max.message.bytes and
+# message.timestamp.type; the others are stored and reported as given.
+TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "min.insync.replicas": "1",
+    "retention.bytes": "-1",
+    "retention.ms": "604800000",
+    "segment.bytes": "1073741824",
+    "segment.ms": "604800000",
+    "delete.retention.ms": "86400000",
+    "min.compaction.lag.ms": "0",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "unclean.leader.election.enable": "false",
+    "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.after.max.ms": "9223372036854775807",
+}
+
+# Error codes (Kafka's Errors.java) raised from this module.
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+class TopicError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(slots=True)
+class Partition:
+    index: int
+    leader: int
+    log: PartitionLog = field(default_factory=PartitionLog)
+    producers: PartitionProducers = field(default_factory=PartitionProducers)
+    leader_epoch: int = 0
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[Partition]
+    configs: dict[str, str]
+    internal: bool = False
+
+    def config(self, name: str) -> str:
+        return self.configs.get(name, TOPIC_CONFIG_DEFAULTS[name])
+
+    @property
+    def max_message_bytes(self) -> int:
+        return int(self.config("max.message.bytes"))
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.config("message.timestamp.type") == "LogAppendTime"
+
+
+def validate_topic_name(name: str) -> None:
+    if name in (".", "..") or not LEGAL_TOPIC_NAME.match(name):
+        raise TopicError(
+            INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} is illegal: use 1-249 of [a-zA-Z0-9._-], not '.' or '..'",
+        )
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    checked: dict[str, str] = {}
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIG_DEFAULTS:
+            raise TopicError(INVALID_CONFIG, f"unknown topic config {name!r}")
+        if value is None:
+            continue
+        if name == "max.message.bytes" and (not value.isdigit() or int(value) <= 0):
+            raise TopicError(INVALID_CONFIG, f"max.message.bytes must be a positive int: {value}")
+        if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+            raise TopicError(INVALID_CONFIG, f"message.timestamp.type {value!r} is not valid")
+        checked[name] = value
+    return checked
+
+
+class TopicRegistry:
+    """All topics of the cluster; leaders are spread over the brokers round robin."""
+
+    def __init__(self, broker_ids: Callable[[], list[int]]) -> None:
+        self._broker_ids = broker_ids
+        self._topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        self._leader_cursor = 0
+        self.on_change: list[Callable[[], None]] = []
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._topics
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(self._topics.values()))
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def _next_leader(self) -> int:
+        ids = sorted(self._broker_ids())
+        leader = ids[self._leader_cursor % len(ids)]
+        self._leader_cursor += 1
+        return leader
+
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        *,
+        replication_factor: int = 1,
+        configs: Mapping[str, str | None] | None = None,
+        internal: bool = False,
+        validate_only: bool = False,
+    ) -> Topic | None:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions <= 0:
+            raise TopicError(INVALID_PARTITIONS, f"partition count must be positive: {partitions}")
+        if partitions > 100_000:
+            raise TopicError(INVALID_PARTITIONS, f"{partitions} partitions is over the 100000 limit")
+        broker_count = len(self._broker_ids())
+        if replication_factor <= 0 or replication_factor > broker_count:
+            raise TopicError(
+                INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} is not within 1..{broker_count} "
+                "(the number of brokers)",
+            )
+        checked = validate_topic_configs(configs or {})
+        if validate_only:
+            return None
+        topic = Topic(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions=[Partition(index=i, leader=self._next_leader()) for i in range(partitions)],
+            configs=checked,
+            internal=internal,
+        )
+        self._topics[name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._changed()
+        return topic
+
+    def delete(self, name: str) -> Topic:
+        topic = self._topics.pop(name, None)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        del self._by_id[topic.topic_id]
+        self._changed()
+        return topic
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        current = len(topic.partitions)
+        if count <= current:
+            raise TopicError(
+                INVALID_PARTITIONS,
+                f"topic {name!r} has {current} partitions; the new count {count} must be larger",
+            )
+        if count > 100_000:
+            raise TopicError(INVALID_PARTITIONS, f"{count} partitions is over the 100000 limit")
+        if validate_only:
+            return
+        topic.partitions.extend(
+            Partition(index=i, leader=self._next_leader()) for i in range(current, count)
+        )
+        self._changed()
+
+    def _changed(self) -> None:
+        for callback in self.on_change:
+            callback()
