@@ -1,0 +1,1 @@
+"""A consumer library on aiokafka (see the README)."""

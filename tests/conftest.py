@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+import logging
+
+logging.getLogger("minibroker").setLevel(logging.INFO)
