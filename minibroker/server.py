@@ -18,6 +18,7 @@ log = logging.getLogger("minibroker.server")
 
 READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+GROUP_TIMER_IDLE = 1.0
 
 
 class AppendSignal:
@@ -56,6 +57,7 @@ class NodeServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._timer: asyncio.Task[None] | None = None
 
     @property
     def connection_count(self) -> int:
@@ -66,12 +68,18 @@ class NodeServer:
         self.port = self._server.sockets[0].getsockname()[1]
         self.cluster.add_node(Node(self.node_id, self.advertised_host, self.port))
         self.cluster.on_append.append(self.signal.fire)
+        self._timer = asyncio.create_task(self._group_timer(), name=f"group-timer-{self.node_id}")
         log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
     async def stop(self) -> None:
         if self._server is None:
             return
         self._server.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(BaseException):
+                await self._timer
+            self._timer = None
         for writer in list(self._writers):
             writer.close()
         for task in list(self._connections):
@@ -146,3 +154,20 @@ class NodeServer:
             response = pending.finish(False)
             if response is not None:
                 return response
+
+    async def _group_timer(self) -> None:
+        """Run the group coordinator's deadlines: session expiry, rebalance timeouts."""
+        clock = self.cluster.clock
+        while True:
+            deadline = self.cluster.groups.next_deadline()
+            wait = GROUP_TIMER_IDLE if deadline is None else deadline - clock.monotonic()
+            if wait > 0:
+                # Any request may move the deadlines, so wake on every change too.
+                await self.signal.wait(min(wait, GROUP_TIMER_IDLE))
+                continue
+            try:
+                self.cluster.groups.tick(clock.monotonic())
+            except Exception:
+                log.exception("group coordinator tick failed")
+            self.cluster.notify_append()
+            await asyncio.sleep(0)

@@ -68,7 +68,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     entries: list[Any] = []
     if requested is None:
-        entries = [_topic_entry(ctx, topic) for topic in cluster.topics if not topic.internal]
+        entries = [_topic_entry(ctx, topic) for topic in cluster.topics]
     else:
         for wanted in requested:
             name = wanted.name

@@ -132,13 +132,11 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         raise LookupError(f"{api_name(api_key)} v{version} is not known")
     header, offset = decode_request_header(frame, cls.__flexible__)
     try:
-        body, size = _reader(cls)(frame, offset)
+        body, _ = _reader(cls)(frame, offset)
     except Exception as exc:
         raise InvalidRequest(f"malformed {api_name(api_key)} v{version} body: {exc}") from exc
-    if offset + size != len(frame):
-        raise InvalidRequest(
-            f"{api_name(api_key)} v{version}: {len(frame) - offset - size} trailing bytes"
-        )
+    # Bytes after the body are ignored, as Kafka does: librdkafka's all-topics Metadata
+    # v9+ writes an int32 0 where the compact array length (one varint byte) belongs.
     return header, body
 
 

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c
+
+try:  # optional: lets timestamp lookups see inside snappy, lz4 and zstd batches
+    import cramjam as _cramjam
+except ImportError:  # pragma: no cover - depends on the environment
+    _cramjam = None  # type: ignore[assignment]
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede what batchLength counts
@@ -31,6 +37,8 @@ TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16  # magic, version, compatible version
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
@@ -115,10 +123,11 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
         end = position + header.total_size
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or end > len(data):
             raise InvalidBatch(f"batch length {header.batch_length} does not match the data")
-        if header.record_count < 0 or header.last_offset_delta < 0:
-            raise InvalidBatch("negative record count or offset delta")
+        # CRC first: a damaged count or delta is reported as the damage it is.
         if crc32c(view[position + CRC_START : end]) != header.crc:
             raise CorruptBatch("record batch CRC32C mismatch")
+        if header.record_count < 0 or header.last_offset_delta < 0:
+            raise InvalidBatch("negative record count or offset delta")
         batches.append((header, data[position:end]))
         position = end
     return batches
@@ -190,8 +199,41 @@ def _decompress(codec: int, payload: bytes) -> bytes | None:
     if codec == 0:
         return payload
     if codec == 1:
-        return gzip.decompress(payload)
-    return None  # other codecs need optional libraries; callers fall back to batch level
+        try:
+            return gzip.decompress(payload)
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+            raise InvalidBatch(f"gzip payload cannot be decompressed: {exc}") from exc
+    if _cramjam is None:
+        return None  # other codecs need cramjam; callers fall back to batch level
+    try:
+        if codec == 2:
+            return _snappy_decompress(payload)
+        if codec == 3:
+            return bytes(_cramjam.lz4.decompress(payload))
+        if codec == 4:
+            return bytes(_cramjam.zstd.decompress(payload))
+    except _cramjam.DecompressionError as exc:
+        raise InvalidBatch(f"{CODEC_NAMES[codec]} payload cannot be decompressed: {exc}") from exc
+    return None
+
+
+def _snappy_decompress(payload: bytes) -> bytes:
+    """Raw snappy, or the xerial framing Java clients use: header, then sized blocks."""
+    assert _cramjam is not None
+    if not payload.startswith(_XERIAL_MAGIC):
+        return bytes(_cramjam.snappy.decompress_raw(payload))
+    out = bytearray()
+    position = _XERIAL_HEADER_SIZE
+    while position < len(payload):
+        if position + 4 > len(payload):
+            raise InvalidBatch("truncated xerial snappy block length")
+        (size,) = struct.unpack_from(">i", payload, position)
+        position += 4
+        if size < 0 or position + size > len(payload):
+            raise InvalidBatch(f"xerial snappy block of {size} bytes does not fit")
+        out += bytes(_cramjam.snappy.decompress_raw(payload[position : position + size]))
+        position += size
+    return bytes(out)
 
 
 def iter_records(batch: bytes) -> Iterator[Record]:
@@ -204,6 +246,10 @@ def iter_records(batch: bytes) -> Iterator[Record]:
     for _ in range(header.record_count):
         length, position = _read_varint(payload, position)
         end = position + length
+        # A CRC only proves the bytes arrived intact, not that the producer framed
+        # them right: keep every record inside the payload.
+        if length <= 0 or end > len(payload):
+            raise InvalidBatch(f"record length {length} does not fit the batch")
         position += 1  # attributes
         timestamp_delta, position = _read_varint(payload, position)
         offset_delta, position = _read_varint(payload, position)
@@ -214,7 +260,12 @@ def iter_records(batch: bytes) -> Iterator[Record]:
         for _ in range(header_count):
             name, position = _read_bytes(payload, position)
             header_value, position = _read_bytes(payload, position)
-            headers.append(((name or b"").decode(), header_value))
+            try:
+                headers.append(((name or b"").decode(), header_value))
+            except UnicodeDecodeError as exc:
+                raise InvalidBatch("record header name is not UTF-8") from exc
+        if position > end:
+            raise InvalidBatch("record fields overrun the record length")
         position = end
         timestamp = (
             header.max_timestamp

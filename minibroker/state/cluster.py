@@ -7,8 +7,15 @@ from dataclasses import dataclass
 
 from minibroker.config import BrokerConfig
 from minibroker.state.clock import Clock, SystemClock
+from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.topics import TopicRegistry
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
 
 
 @dataclass(slots=True)
@@ -26,6 +33,7 @@ class ClusterState:
         self.nodes: dict[int, Node] = {}
         self.topics = TopicRegistry(lambda: list(self.nodes) or [0])
         self.producer_ids = ProducerIdAllocator()
+        self.groups = GroupCoordinator(self.config, self._partition_exists)
         # Called after every append so that waiting fetches can re-check; the asyncio
         # layer subscribes here.
         self.on_append: list[Callable[[], None]] = []
@@ -42,5 +50,25 @@ class ClusterState:
         self.nodes[node.node_id] = node
 
     def notify_append(self) -> None:
+        """Something changed that a waiting request may be looking for (data, a group)."""
         for callback in self.on_append:
             callback()
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        found = self.topics.get(topic)
+        return found is not None and 0 <= partition < len(found.partitions)
+
+    def coordinator_for(self, key: str, key_type: int = GROUP_KEY) -> int:
+        """Node that coordinates a group (or transactional id): the leader of the
+        internal topic's partition abs(hashCode(key)) % partitions, created on first use."""
+        name = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_TOPIC
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.topics.create(
+                name,
+                self.config.offsets_topic_partitions,
+                configs={"cleanup.policy": "compact"},
+                internal=True,
+            )
+            assert topic is not None
+        return topic.partitions[partition_for(key, len(topic.partitions))].leader

@@ -1,0 +1,431 @@
+"""Broker core benchmarks: minibroker side by side with the librdkafka mock cluster.
+
+    python -m bench.core [--quick] [--runs N]
+
+Both brokers are driven by the same client (confluent-kafka) with the same settings, in
+the same run, interleaved run by run so that machine noise hits both sides alike. Each
+figure is the median over the runs. The table is printed and written to bench/RESULTS.md.
+
+Where each broker runs:
+- start-up: a fresh interpreter per run (imports done, nothing else warm), broker and
+  client in that process, as a test suite would use them;
+- throughput, latency, memory: the broker in a child process (bench/runner.py), the
+  clients here. In-process, minibroker's event loop would share one GIL with the client's
+  Python calls, while the mock runs in C threads; separate processes keep the comparison
+  about the brokers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SIDES = ("minibroker", "mock")
+VALUE = b"v" * 100
+QUIET = {"log_level": 3}
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: int
+    messages: int  # produce / consume
+    partitions: int
+    latency_messages: int
+    memory_messages: int
+    consume_cap_s: float  # the mock serves consumers slowly; stop and take the rate so far
+    latency_cap_s: float
+
+
+FULL = Plan(runs=3, messages=500_000, partitions=6, latency_messages=1_000,
+            memory_messages=1_000_000, consume_cap_s=8.0, latency_cap_s=15.0)
+QUICK = Plan(runs=1, messages=50_000, partitions=6, latency_messages=200,
+             memory_messages=100_000, consume_cap_s=3.0, latency_cap_s=5.0)
+
+
+# --- the broker child process ---
+
+
+class ServerProcess:
+    """A broker in a child process (bench/runner.py), steered over its stdin/stdout."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.runner", "serve", kind],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        line = self._readline()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"{kind} runner did not start: {line!r}")
+        self.bootstrap = line.split()[1]
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def _readline(self) -> str:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.kind} runner exited (code {self._process.poll()})")
+        return line.strip()
+
+    def command(self, text: str) -> str:
+        assert self._process.stdin is not None
+        self._process.stdin.write(text + "\n")
+        self._process.stdin.flush()
+        return self._readline()
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        if self.command(f"topic {name} {partitions}") != "OK":
+            raise RuntimeError(f"cannot create {name}")
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.command("stats"))
+        return result
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write("quit\n")
+            self._process.stdin.close()
+            self._process.wait(10)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            self._process.kill()
+            self._process.wait()
+
+
+@contextmanager
+def server(kind: str) -> Iterator[ServerProcess]:
+    process = ServerProcess(kind)
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+# --- client-side measurements ---
+
+
+def produce(bootstrap: str, topic: str, count: int) -> float:
+    """Seconds to produce `count` values and have every one acknowledged (acks=all)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **QUIET})
+    producer.list_topics(topic, timeout=10)  # connect and learn leaders before timing
+    started = time.perf_counter()
+    for _ in range(count):
+        try:
+            producer.produce(topic, VALUE)
+        except BufferError:
+            producer.poll(0.01)
+            producer.produce(topic, VALUE)
+    if producer.flush(60) != 0:
+        raise RuntimeError("messages left undelivered after 60 s")
+    return time.perf_counter() - started
+
+
+def _consumer(bootstrap: str, **extra: Any) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+        **QUIET, **extra,
+    })
+
+
+def stored_range(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
+    """(messages held, messages ever written) from the partitions' offsets."""
+    consumer = _consumer(bootstrap)
+    try:
+        held = written = 0
+        for index in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, index), timeout=10)
+            held += high - low
+            written += high
+        return held, written
+    finally:
+        consumer.close()
+
+
+def consume(bootstrap: str, topic: str, partitions: int, expected: int,
+            cap_s: float) -> tuple[int, float]:
+    """Read every partition from its beginning: (messages received, seconds)."""
+    consumer = _consumer(bootstrap)
+    try:
+        received = 0
+        started = time.perf_counter()
+        consumer.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
+        while received < expected and time.perf_counter() - started < cap_s:
+            for message in consumer.consume(10_000, 0.5):
+                if message.error() is None:
+                    received += 1
+        return received, time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def latency(bootstrap: str, topic: str, count: int, cap_s: float) -> list[float]:
+    """Milliseconds from produce() to the consumer receiving that message, one at a time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         **QUIET})
+    consumer = _consumer(bootstrap)
+    try:
+        producer.produce(topic, b"warm-up")
+        producer.flush(10)
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, high)])
+        consumer.poll(0.2)  # let the first fetch reach the broker
+        samples: list[float] = []
+        deadline = time.perf_counter() + cap_s
+        for sequence in range(count):
+            if time.perf_counter() > deadline:
+                break
+            value = sequence.to_bytes(4, "big") + VALUE
+            started = time.perf_counter()
+            producer.produce(topic, value)
+            producer.poll(0)
+            while time.perf_counter() < deadline:
+                message = consumer.poll(1.0)
+                if message is not None and message.error() is None and message.value() == value:
+                    samples.append((time.perf_counter() - started) * 1000)
+                    break
+        return samples
+    finally:
+        consumer.close()
+        producer.flush(10)
+
+
+def startup_ms(kind: str, probe: str) -> float:
+    output = subprocess.run(
+        [sys.executable, "-m", "bench.runner", "startup", kind, probe],
+        cwd=ROOT, check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    return float(output.strip().splitlines()[-1])
+
+
+# --- one run of every metric for one side ---
+
+
+@dataclass
+class Samples:
+    values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, metric: str, side: str, value: float) -> None:
+        self.values.setdefault(metric, {}).setdefault(side, []).append(value)
+
+    def median(self, metric: str, side: str) -> float | None:
+        found = self.values.get(metric, {}).get(side)
+        return statistics.median(found) if found else None
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def run_throughput(kind: str, plan: Plan, samples: Samples, run: int) -> None:
+    topic = f"bench-{run}"
+    with server(kind) as broker:
+        broker.create_topic(topic, plan.partitions)
+        seconds = produce(broker.bootstrap, topic, plan.messages)
+        held, written = stored_range(broker.bootstrap, topic, plan.partitions)
+        if written != plan.messages:
+            raise RuntimeError(f"{kind}: {written} messages written, expected {plan.messages}")
+        samples.add("produce", kind, plan.messages / seconds)
+        received, seconds = consume(broker.bootstrap, topic, plan.partitions, held,
+                                    plan.consume_cap_s)
+        samples.add("consume", kind, received / seconds)
+        samples.add("consume_held", kind, held)
+        samples.add("consume_received", kind, received)
+
+
+def run_latency(kind: str, plan: Plan, samples: Samples) -> None:
+    with server(kind) as broker:
+        broker.create_topic("latency", 1)
+        values = latency(broker.bootstrap, "latency", plan.latency_messages, plan.latency_cap_s)
+    if values:
+        samples.add("latency_p50", kind, percentile(values, 0.50))
+        samples.add("latency_p99", kind, percentile(values, 0.99))
+    samples.add("latency_count", kind, len(values))
+
+
+def run_memory(kind: str, plan: Plan, samples: Samples) -> None:
+    with server(kind) as broker:
+        broker.create_topic("memory", plan.partitions)
+        time.sleep(0.2)
+        baseline = broker.stats()
+        produce(broker.bootstrap, "memory", plan.memory_messages)
+        after = broker.stats()
+        held, _ = stored_range(broker.bootstrap, "memory", plan.partitions)
+    samples.add("mem_baseline_mib", kind, baseline["rss_kb"] / 1024)
+    samples.add("mem_peak_mib", kind, after["hwm_kb"] / 1024)
+    samples.add("mem_held", kind, held)
+    if after["stored_bytes"] is not None:
+        stored = after["stored_bytes"]
+        samples.add("mem_stored_mib", kind, stored / 2**20)
+        samples.add("mem_ratio", kind, after["hwm_kb"] * 1024 / stored)
+        samples.add("mem_growth_ratio", kind,
+                    (after["hwm_kb"] - baseline["rss_kb"]) * 1024 / stored)
+
+
+def measure(plan: Plan, log: Callable[[str], None]) -> Samples:
+    samples = Samples()
+    for run in range(plan.runs):
+        for kind in SIDES:
+            log(f"run {run + 1}/{plan.runs} {kind}: start-up")
+            samples.add("start_client", kind, startup_ms(kind, "client"))
+            samples.add("start_socket", kind, startup_ms(kind, "socket"))
+            log(f"run {run + 1}/{plan.runs} {kind}: produce + consume {plan.messages:,}")
+            run_throughput(kind, plan, samples, run)
+            log(f"run {run + 1}/{plan.runs} {kind}: latency")
+            run_latency(kind, plan, samples)
+            log(f"run {run + 1}/{plan.runs} {kind}: memory, {plan.memory_messages:,} messages")
+            run_memory(kind, plan, samples)
+    return samples
+
+
+# --- the table ---
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if unit == "msg/s":
+        return f"{value:,.0f} msg/s"
+    if unit == "ms":
+        return f"{value:.1f} ms" if value >= 1 else f"{value:.2f} ms"
+    if unit == "MiB":
+        return f"{value:,.0f} MiB"
+    if unit == "x":
+        return f"{value:.2f}x"
+    return f"{value:,.0f}"
+
+
+def table(samples: Samples, plan: Plan) -> list[str]:
+    rows = [
+        ("start to first Metadata, AdminClient.list_topics", "start_client", "ms",
+         "<= 50 ms", lambda mb, _m: mb <= 50),
+        ("start to first Metadata, raw socket (Metadata v1)", "start_socket", "ms",
+         "<= 50 ms", lambda mb, _m: mb <= 50),
+        (f"produce {plan.messages:,} x 100 B, {plan.partitions} partitions, acks=all",
+         "produce", "msg/s", ">= 0.8x mock", lambda mb, m: m is not None and mb >= 0.8 * m),
+        ("consume from the beginning (assign)", "consume", "msg/s",
+         ">= 300,000 msg/s", lambda mb, _m: mb >= 300_000),
+        ("end-to-end latency p50, one message at a time", "latency_p50", "ms", "", None),
+        ("end-to-end latency p99", "latency_p99", "ms", "<= 10 ms", lambda mb, _m: mb <= 10),
+        ("peak RSS (VmHWM) after producing "
+         f"{plan.memory_messages:,} x 100 B", "mem_peak_mib", "MiB", "", None),
+        ("RSS before producing (baseline)", "mem_baseline_mib", "MiB", "", None),
+        ("stored batch bytes", "mem_stored_mib", "MiB", "", None),
+        ("peak RSS / stored bytes", "mem_ratio", "x", "<= 2x", lambda mb, _m: mb <= 2),
+        ("(peak RSS - baseline) / stored bytes", "mem_growth_ratio", "x", "", None),
+    ]
+    lines = [
+        "| metric | minibroker | librdkafka mock | minibroker / mock | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for title, key, unit, target, check in rows:
+        mb = samples.median(key, "minibroker")
+        mock = samples.median(key, "mock")
+        ratio = f"{mb / mock:.2f}" if mb is not None and mock else "n/a"
+        met = ""
+        if check is not None and mb is not None:
+            met = "yes" if check(mb, mock) else "**no**"
+        lines.append(f"| {title} | {_fmt(mb, unit)} | {_fmt(mock, unit)} | {ratio} | "
+                     f"{target} | {met} |")
+    return lines
+
+
+def notes(samples: Samples, plan: Plan) -> list[str]:
+    def med(key: str, side: str) -> float:
+        return samples.median(key, side) or 0.0
+
+    return [
+        f"- Medians of {plan.runs} run(s); sides interleaved run by run. "
+        f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"confluent-kafka {_client_version()}.",
+        "- Client settings, both sides: librdkafka defaults plus `acks=all` (producer), "
+        "`linger.ms=0` for the latency producer, `group.id` set with auto-commit off and "
+        "`assign()` (no group protocol) for consumers; 100-byte values, no keys.",
+        "- Where the brokers run: start-up is timed in a fresh interpreter per run with broker "
+        "and client in that process (minibroker: `Broker()` start on its background loop "
+        "thread; mock: the client created with `test.mock.num.brokers=1`, which starts the "
+        "mock). Throughput, latency and memory run each broker in its own child process "
+        "(`bench/runner.py`) with the clients in the parent: in-process, minibroker's event "
+        "loop would share the GIL with the client's Python calls while the mock runs in C "
+        "threads. The mock's child holds it through `rd_kafka_new` with "
+        "`test.mock.num.brokers=1` via ctypes, and topics are created with "
+        "`rd_kafka_mock_topic_create` (the mock has no CreateTopics).",
+        "- The mock does not keep everything it is sent: it drops the oldest data of a "
+        "partition beyond a few MB, so its consumer reads (and its memory) cover only what it "
+        f"still held: median {med('consume_held', 'mock'):,.0f} of {plan.messages:,} "
+        f"messages for the consume test, {med('mem_held', 'mock'):,.0f} of "
+        f"{plan.memory_messages:,} for the memory test. minibroker kept all of them. "
+        f"The mock's consume rate is measured over at most {plan.consume_cap_s:.0f} s "
+        f"(received: median {med('consume_received', 'mock'):,.0f}).",
+        f"- Latency samples per run: minibroker {med('latency_count', 'minibroker'):,.0f}, "
+        f"mock {med('latency_count', 'mock'):,.0f} (capped at {plan.latency_cap_s:.0f} s a run).",
+        "- Raw value bytes of the memory test: "
+        f"{plan.memory_messages * len(VALUE) / 2**20:,.0f} MiB; stored batch bytes add the "
+        "per-record and per-batch framing.",
+    ]
+
+
+def _client_version() -> str:
+    import confluent_kafka
+
+    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.core", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run (smoke)")
+    parser.add_argument("--runs", type=int, help="runs per side (default 3, quick 1)")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.runs is not None:
+        plan = Plan(**{**plan.__dict__, "runs": max(1, args.runs)})
+
+    def log(text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    samples = measure(plan, log)
+    elapsed = time.perf_counter() - started
+    lines = table(samples, plan)
+    body = "\n".join(lines)
+    print(body)
+    kind = "quick smoke run" if args.quick else "full run"
+    document = "\n".join([
+        "# Broker core benchmarks",
+        "",
+        f"`python -m bench.core{' --quick' if args.quick else ''}`, {kind}, "
+        f"{time.strftime('%Y-%m-%d')}, {elapsed:.0f} s. Ratios are minibroker / mock "
+        "(for rates higher is better, for times and memory lower is better).",
+        "",
+        body,
+        "",
+        *notes(samples, plan),
+        "",
+    ])
+    RESULTS.write_text(document)
+    print(f"\nwritten to {RESULTS.relative_to(ROOT)} ({elapsed:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""Child-process side of the benchmarks.
+
+    python -m bench.runner serve minibroker|mock
+        Hosts one broker. Prints `READY <bootstrap.servers>`, then answers one line per
+        command read from stdin:
+            topic NAME PARTITIONS  -> OK
+            stats                  -> JSON: rss_kb, hwm_kb, stored_bytes (null for the mock)
+            quit
+    python -m bench.runner startup minibroker|mock client|socket
+        In a fresh interpreter (imports done, nothing else warm): time from broker start to
+        the first Metadata answer; prints the milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+from minibroker import Broker
+from minibroker.protocol import messages
+
+from bench.mock import MockCluster
+
+METADATA_KEY = 3
+METADATA_VERSION = 1
+
+
+def memory_kb() -> tuple[int, int]:
+    """(VmRSS, VmHWM) of this process in KiB."""
+    values: dict[str, int] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                values[name] = int(rest.split()[0])
+    return values["VmRSS"], values["VmHWM"]
+
+
+class _Host:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.broker: Broker | None = None
+        self.mock: MockCluster | None = None
+        if kind == "minibroker":
+            self.broker = Broker().start_in_thread()
+            self.bootstrap = self.broker.bootstrap_servers
+        else:
+            self.mock = MockCluster()
+            self.bootstrap = self.mock.bootstrap_servers
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        if self.broker is not None:
+            self.broker.create_topic(name, partitions)
+        elif self.mock is not None:
+            self.mock.create_topic(name, partitions)
+
+    def stored_bytes(self) -> int | None:
+        broker = self.broker
+        if broker is None:
+            return None
+
+        def total() -> int:
+            size = 0
+            for name in broker.state.topics.names():
+                topic = broker.state.topics.get(name)
+                if topic is not None:
+                    size += sum(p.log.size_bytes for p in topic.partitions)
+            return size
+
+        return broker._on_loop(total)
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.stop_thread()
+        if self.mock is not None:
+            self.mock.close()
+
+
+def serve(kind: str) -> None:
+    host = _Host(kind)
+    print(f"READY {host.bootstrap}", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "topic":
+            host.create_topic(words[1], int(words[2]))
+            print("OK", flush=True)
+        elif words[0] == "stats":
+            rss, hwm = memory_kb()
+            stats = {"rss_kb": rss, "hwm_kb": hwm, "stored_bytes": host.stored_bytes()}
+            print(json.dumps(stats), flush=True)
+        elif words[0] == "quit":
+            break
+    host.close()
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed before the Metadata answer")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def socket_metadata(bootstrap: str) -> Any:
+    """One Metadata v1 (all topics) over a fresh socket, no ApiVersions first."""
+    host, _, port = bootstrap.rpartition(":")
+    cls = messages.request_class(METADATA_KEY, METADATA_VERSION)
+    assert cls is not None
+    frame = messages.encode_request(
+        messages.RequestHeader(METADATA_KEY, METADATA_VERSION, 1, "bench"), cls(topics=None)
+    )
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(frame)
+        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+        _, body = messages.decode_response(_recv_exact(sock, size), METADATA_KEY,
+                                           METADATA_VERSION)
+    if not body.brokers:
+        raise RuntimeError("Metadata answer lists no brokers")
+    return body
+
+
+def startup(kind: str, probe: str) -> float:
+    from confluent_kafka.admin import AdminClient
+
+    quiet = {"log_level": 3}
+    started = time.perf_counter()
+    if probe == "socket":
+        if kind == "minibroker":
+            broker = Broker().start_in_thread()
+            socket_metadata(broker.bootstrap_servers)
+            elapsed = time.perf_counter() - started
+            broker.stop_thread()
+        else:
+            mock = MockCluster()
+            socket_metadata(mock.bootstrap_servers)
+            elapsed = time.perf_counter() - started
+            mock.close()
+        return elapsed * 1000
+    if kind == "minibroker":
+        broker = Broker().start_in_thread()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, **quiet})
+        metadata = admin.list_topics(timeout=10)
+        elapsed = time.perf_counter() - started
+        broker.stop_thread()
+    else:
+        # the mock is created by the client that carries test.mock.num.brokers
+        admin = AdminClient({"test.mock.num.brokers": 1, **quiet})
+        metadata = admin.list_topics(timeout=10)
+        elapsed = time.perf_counter() - started
+    if not metadata.brokers:
+        raise RuntimeError("Metadata answer lists no brokers")
+    return elapsed * 1000
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "serve" and argv[1] in ("minibroker", "mock"):
+        serve(argv[1])
+        return 0
+    if len(argv) >= 3 and argv[0] == "startup":
+        print(f"{startup(argv[1], argv[2]):.3f}", flush=True)
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

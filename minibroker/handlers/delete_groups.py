@@ -1,0 +1,27 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Only groups without members can be deleted (NON_EMPTY_GROUP otherwise); their committed
+offsets go with them. Unknown groups are GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state import group_rules as rules
+
+
+@api(42, "DeleteGroups", 0, 2)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for group_id in request.groups_names:
+        code = (
+            ctx.cluster.groups.delete_group(group_id)
+            if is_coordinator(ctx, group_id)
+            else rules.NOT_COORDINATOR
+        )
+        results.append(ctx.make("DeletableGroupResult", group_id=group_id, error_code=error(code)))
+    return ctx.response(throttle_time=NO_THROTTLE, results=tuple(results))

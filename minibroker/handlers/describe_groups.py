@@ -1,0 +1,61 @@
+"""DescribeGroups (key 15), versions 0-6.
+
+State, protocol and members (metadata of the chosen protocol and the current assignment).
+An unknown group is reported in state Dead (v6+: with GROUP_ID_NOT_FOUND).
+Not done: authorized operations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state import group_rules as rules
+
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def _described(ctx: RequestContext, group_id: str) -> Any:
+    def empty(code: int, state: str) -> Any:
+        return ctx.make("DescribedGroup", error_code=error(code), error_message=None,
+                        group_id=group_id, group_state=state, protocol_type="", protocol_data="",
+                        members=(), authorized_operations=OPERATIONS_NOT_REQUESTED)
+
+    if not is_coordinator(ctx, group_id):
+        return empty(rules.NOT_COORDINATOR, "")
+    group = ctx.cluster.groups.groups.get(group_id)
+    if group is None:
+        return empty(rules.GROUP_ID_NOT_FOUND if ctx.version >= 6 else rules.NONE, "Dead")
+    members = tuple(
+        ctx.make(
+            "DescribedGroupMember",
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata_for(group.protocol_name),
+            member_assignment=m.assignment,
+        )
+        for m in group.members.values()
+    )
+    return ctx.make(
+        "DescribedGroup",
+        error_code=ErrorCode.none,
+        error_message=None,
+        group_id=group_id,
+        group_state=group.state.value,
+        protocol_type=group.protocol_type or "",
+        protocol_data=group.protocol_name or "",
+        members=members,
+        authorized_operations=OPERATIONS_NOT_REQUESTED,
+    )
+
+
+@api(15, "DescribeGroups", 0, 6)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return ctx.response(throttle_time=NO_THROTTLE,
+                        groups=tuple(_described(ctx, g) for g in request.groups))

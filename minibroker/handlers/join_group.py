@@ -1,0 +1,70 @@
+"""JoinGroup (key 11), versions 0-9.
+
+Delegates to the group coordinator. v4+ members without an id get MEMBER_ID_REQUIRED and
+a fresh id; the answer waits until the join phase ends (all members rejoined or the
+rebalance timeout passed). Only the leader receives the member list.
+v0 has no rebalance timeout: the session timeout is used, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minibroker.handlers._common import NO_THROTTLE, error, millis
+from minibroker.handlers._groups import answer_when_filled, is_coordinator
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state import group_rules as rules
+from minibroker.state.groups import JoinOutcome
+
+
+def _response(ctx: RequestContext, outcome: JoinOutcome) -> Any:
+    members = tuple(
+        ctx.make("JoinGroupResponseMember", member_id=member_id, group_instance_id=instance_id,
+                 metadata=metadata)
+        for member_id, instance_id, metadata in outcome.members
+    )
+    protocol_name = outcome.protocol_name
+    if protocol_name is None and ctx.version < 7:
+        protocol_name = ""  # nullable only from v7
+    return ctx.response(
+        throttle_time=NO_THROTTLE,
+        error_code=error(outcome.error),
+        generation_id=outcome.generation,
+        protocol_type=outcome.protocol_type,
+        protocol_name=protocol_name,
+        leader=outcome.leader,
+        skip_assignment=outcome.skip_assignment,
+        member_id=outcome.member_id,
+        members=members,
+    )
+
+
+@api(11, "JoinGroup", 0, 9)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if not is_coordinator(ctx, request.group_id):
+        return _response(ctx, JoinOutcome(error=rules.NOT_COORDINATOR, member_id=request.member_id))
+    session_ms = millis(request.session_timeout)
+    rebalance = getattr(request, "rebalance_timeout", None)
+    rebalance_ms = millis(rebalance) if rebalance is not None else session_ms
+    slot = ctx.cluster.groups.join(
+        ctx.cluster.clock.monotonic(),
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.client_host,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=ctx.version >= 4,
+        version=ctx.version,
+    )
+    return answer_when_filled(
+        ctx,
+        slot,
+        lambda outcome: _response(ctx, outcome),
+        lambda: _response(ctx, JoinOutcome(error=rules.REBALANCE_IN_PROGRESS,
+                                           member_id=request.member_id)),
+        rebalance_ms / 1000,
+    )

@@ -1,0 +1,55 @@
+"""OffsetCommit (key 8), versions 2-9.
+
+Commits from members are checked against the group's generation and member id; a
+generation of -1 with no member id commits for a group without members (consumers that
+assign partitions themselves). Offsets of unknown partitions are
+UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes is OFFSET_METADATA_TOO_LARGE.
+Committed offsets are kept in memory, not written to __consumer_offsets.
+Not done: retention of committed offsets (kept until the group is deleted).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state import group_rules as rules
+
+
+@api(8, "OffsetCommit", 2, 9)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    offsets = [
+        (topic.name, p.partition_index, p.committed_offset,
+         getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    if not is_coordinator(ctx, request.group_id):
+        codes = {(t, p): rules.NOT_COORDINATOR for t, p, *_ in offsets}
+    else:
+        codes = ctx.cluster.groups.commit(
+            ctx.cluster.clock.monotonic(),
+            group_id=request.group_id,
+            generation=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            offsets=offsets,
+        )
+    topics = tuple(
+        ctx.make(
+            "OffsetCommitResponseTopic",
+            name=topic.name,
+            partitions=tuple(
+                ctx.make(
+                    "OffsetCommitResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=error(codes[(topic.name, p.partition_index)]),
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return ctx.response(throttle_time=NO_THROTTLE, topics=topics)

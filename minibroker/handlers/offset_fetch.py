@@ -1,0 +1,65 @@
+"""OffsetFetch (key 9), versions 1-9.
+
+v1-7 ask for one group, v8+ for a batch of groups. A null topic list (v2+) returns every
+committed offset of the group. Partitions without a commit report offset -1.
+Not done: require_stable (no transactions, so nothing is ever pending).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state import group_rules as rules
+
+
+def _topics(ctx: RequestContext, group_id: str, wanted: Any, batched: bool) -> tuple[int, Any]:
+    if not is_coordinator(ctx, group_id):
+        return rules.NOT_COORDINATOR, ()
+    indexes_field = "partition_indexes"
+    keys = (
+        None
+        if wanted is None
+        else [(t.name, index) for t in wanted for index in getattr(t, indexes_field)]
+    )
+    committed = ctx.cluster.groups.committed(group_id, keys)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), stored in committed.items():
+        by_topic.setdefault(topic, []).append(
+            ctx.make(
+                "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition",
+                partition_index=partition,
+                committed_offset=stored.offset if stored else -1,
+                committed_leader_epoch=stored.leader_epoch if stored else -1,
+                metadata=(stored.metadata if stored else "") or "",
+                error_code=ErrorCode.none,
+            )
+        )
+    topics = tuple(
+        ctx.make(
+            "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic",
+            name=name,
+            partitions=tuple(sorted(parts, key=lambda p: p.partition_index)),
+        )
+        for name, parts in sorted(by_topic.items())
+    )
+    return rules.NONE, topics
+
+
+@api(9, "OffsetFetch", 1, 9)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if hasattr(request, "groups"):
+        groups = []
+        for wanted in request.groups:
+            code, topics = _topics(ctx, wanted.group_id, wanted.topics, batched=True)
+            groups.append(
+                ctx.make("OffsetFetchResponseGroup", group_id=wanted.group_id, topics=topics,
+                         error_code=error(code))
+            )
+        return ctx.response(throttle_time=NO_THROTTLE, groups=tuple(groups))
+    code, topics = _topics(ctx, request.group_id, request.topics, batched=False)
+    return ctx.response(throttle_time=NO_THROTTLE, topics=topics, error_code=error(code))

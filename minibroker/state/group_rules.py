@@ -1,0 +1,85 @@
+"""The classic consumer-group protocol's states and the rules between them.
+
+States (Kafka's GroupState):
+    Empty                 no members; committed offsets may still be kept.
+    PreparingRebalance    a rebalance has begun; members must (re)send JoinGroup. The join
+                          phase ends when every known member has rejoined and no member id
+                          handed out with MEMBER_ID_REQUIRED is still outstanding, or when the
+                          rebalance timeout (the largest of the members') runs out; members that
+                          did not rejoin by then are removed.
+    CompletingRebalance   the generation is bumped and JoinGroup answered (the leader with the
+                          member list); waiting for the leader's SyncGroup with the assignment.
+    Stable                the assignment has been handed out; heartbeats keep members alive.
+    Dead                  the group was deleted.
+
+Transitions:
+    Empty               -> PreparingRebalance   a member joins
+    PreparingRebalance  -> CompletingRebalance  join phase complete with members left
+    PreparingRebalance  -> Empty                join phase complete with no members left
+    CompletingRebalance -> Stable               the leader's SyncGroup arrives
+    CompletingRebalance -> PreparingRebalance   a member joins, leaves or expires
+    Stable              -> PreparingRebalance   a member joins (new, or with new metadata),
+                                                leaves, or misses its session timeout
+    Empty               -> Dead                 DeleteGroups
+
+Request rules:
+    JoinGroup    v4+ and no member id: MEMBER_ID_REQUIRED with a fresh id (static members
+                 excepted). Unknown member id: UNKNOWN_MEMBER_ID. A static member id that
+                 does not match its instance: FENCED_INSTANCE_ID. A protocol type or set of
+                 protocols no member shares: INCONSISTENT_GROUP_PROTOCOL.
+    SyncGroup    wrong generation: ILLEGAL_GENERATION; during PreparingRebalance:
+                 REBALANCE_IN_PROGRESS; followers wait for the leader.
+    Heartbeat    PreparingRebalance: REBALANCE_IN_PROGRESS (the member must rejoin);
+                 wrong generation: ILLEGAL_GENERATION; unknown member: UNKNOWN_MEMBER_ID.
+    OffsetCommit generation -1 with no member id commits for a group without members
+                 (assign-mode consumers); members must match the generation; during
+                 CompletingRebalance: REBALANCE_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+ALLOWED_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.DEAD}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.DEAD}
+    ),
+    GroupState.STABLE: frozenset({GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
+    GroupState.DEAD: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+# Error codes of the group protocol (Kafka's Errors.java).
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86

@@ -1,0 +1,247 @@
+"""Record batches: split and validate, CRC32C, offset rewrite, the small record codec."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minibroker.protocol import records
+from minibroker.protocol.records import (
+    CRC_START,
+    HEADER_SIZE,
+    CorruptBatch,
+    InvalidBatch,
+    UnsupportedMagic,
+    build_batch,
+    iter_records,
+    read_header,
+    split_batches,
+)
+
+optional_bytes = st.none() | st.binary(max_size=64)
+record_lists = st.lists(st.tuples(optional_bytes, optional_bytes), min_size=1, max_size=20)
+header_lists = st.lists(
+    st.tuples(st.text(max_size=10), st.binary(max_size=10)), max_size=3
+)
+
+
+def _recrc(batch: bytearray) -> bytes:
+    struct.pack_into(">I", batch, 17, records.crc32c(bytes(batch[CRC_START:])))
+    return bytes(batch)
+
+
+def _gzip_batch(plain: bytes) -> bytes:
+    """The same records, gzip-compressed, with a correct CRC."""
+    header = bytearray(plain[:HEADER_SIZE])
+    payload = gzip.compress(plain[HEADER_SIZE:])
+    struct.pack_into(">h", header, 21, 1)
+    struct.pack_into(">i", header, 8, HEADER_SIZE - 12 + len(payload))
+    return _recrc(header + payload)
+
+
+@given(
+    items=record_lists,
+    headers=header_lists,
+    base_offset=st.integers(0, 2**40),
+    timestamp=st.integers(0, 2**45),
+)
+@settings(max_examples=150, deadline=None)
+def test_build_then_iter_round_trip(
+    items: list[tuple[bytes | None, bytes | None]],
+    headers: list[tuple[str, bytes]],
+    base_offset: int,
+    timestamp: int,
+) -> None:
+    batch = build_batch(items, base_offset=base_offset, timestamp_ms=timestamp, headers=headers)
+    [(header, raw)] = split_batches(batch)
+    assert raw == batch
+    assert header.base_offset == base_offset
+    assert header.record_count == len(items)
+    assert header.last_offset_delta == len(items) - 1
+    assert header.total_size == len(batch)
+    decoded = list(iter_records(batch))
+    assert [(r.key, r.value) for r in decoded] == items
+    assert [r.offset for r in decoded] == [base_offset + i for i in range(len(items))]
+    assert {r.timestamp for r in decoded} == {timestamp}
+    assert all(r.headers == tuple(headers) for r in decoded)
+
+
+@given(items=record_lists)
+@settings(max_examples=30, deadline=None)
+def test_gzip_batch_decodes_like_the_plain_one(
+    items: list[tuple[bytes | None, bytes | None]],
+) -> None:
+    plain = build_batch(items, base_offset=3)
+    compressed = _gzip_batch(plain)
+    [(header, _)] = split_batches(compressed)
+    assert header.compression == 1
+    assert list(iter_records(compressed)) == list(iter_records(plain))
+
+
+def test_split_several_batches() -> None:
+    first = build_batch([(b"k", b"v")], producer_id=7, producer_epoch=1, base_sequence=0)
+    second = build_batch([(None, b"a"), (None, b"b")], base_offset=1)
+    split = split_batches(first + second)
+    assert [raw for _, raw in split] == [first, second]
+    assert split[0][0].producer_id == 7
+    assert split[0][0].producer_epoch == 1
+    assert split[1][0].record_count == 2
+    assert split_batches(b"") == []
+
+
+@given(data=st.data())
+@settings(max_examples=100, deadline=None)
+def test_any_flip_under_the_crc_is_corrupt(data: st.DataObject) -> None:
+    batch = bytearray(build_batch([(b"key", b"value"), (None, b"x" * 30)]))
+    position = data.draw(st.integers(CRC_START, len(batch) - 1))
+    bit = data.draw(st.integers(0, 7))
+    batch[position] ^= 1 << bit
+    with pytest.raises(CorruptBatch):
+        split_batches(bytes(batch))
+
+
+def test_wrong_stored_crc_is_corrupt() -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    batch[17] ^= 0xFF
+    with pytest.raises(CorruptBatch, match="CRC"):
+        split_batches(bytes(batch))
+
+
+def test_base_offset_and_leader_epoch_are_outside_the_crc() -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    struct.pack_into(">q", batch, 0, 123456)
+    struct.pack_into(">i", batch, 12, 9)
+    [(header, _)] = split_batches(bytes(batch))
+    assert header.base_offset == 123456
+    assert header.partition_leader_epoch == 9
+
+
+@pytest.mark.parametrize("magic", [0, 1, 3])
+def test_other_magic_is_unsupported(magic: int) -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    batch[16] = magic
+    with pytest.raises(UnsupportedMagic):
+        split_batches(bytes(batch))
+
+
+def test_legacy_message_set_is_unsupported() -> None:
+    # A magic-1 message set entry: offset, size, crc, magic 1, attributes, timestamp, key, value.
+    message = struct.pack(">bbqi", 1, 0, 0, -1) + struct.pack(">i", 1) + b"v"
+    entry = struct.pack(">qi", 0, 4 + len(message)) + struct.pack(">I", 0) + message
+    with pytest.raises(UnsupportedMagic):
+        split_batches(entry)
+
+
+@given(data=st.data())
+@settings(max_examples=100, deadline=None)
+def test_truncated_batch_is_invalid(data: st.DataObject) -> None:
+    batch = build_batch([(b"key", b"value")] * 3)
+    cut = data.draw(st.integers(1, len(batch) - 1))
+    with pytest.raises(InvalidBatch):
+        split_batches(batch[:cut])
+
+
+def test_truncated_second_batch_is_invalid() -> None:
+    batch = build_batch([(b"k", b"v")])
+    with pytest.raises(InvalidBatch):
+        split_batches(batch + batch[:40])
+
+
+@pytest.mark.parametrize("length", [0, 10, 48, -1])
+def test_batch_length_below_the_header_is_invalid(length: int) -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    struct.pack_into(">i", batch, 8, length)
+    with pytest.raises(InvalidBatch):
+        split_batches(bytes(batch))
+
+
+def test_batch_length_beyond_the_data_is_invalid() -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    struct.pack_into(">i", batch, 8, 2**31 - 1)
+    with pytest.raises(InvalidBatch, match="does not match"):
+        split_batches(bytes(batch))
+
+
+def test_negative_record_count_is_invalid() -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    struct.pack_into(">i", batch, 57, -3)
+    with pytest.raises(InvalidBatch):
+        split_batches(_recrc(batch))
+
+
+def test_read_header_needs_61_bytes() -> None:
+    with pytest.raises(InvalidBatch):
+        read_header(b"\x00" * 60)
+
+
+@given(offset=st.integers(0, 2**62))
+@settings(max_examples=50, deadline=None)
+def test_base_offset_rewrite_keeps_the_crc(offset: int) -> None:
+    batch = build_batch([(b"a", b"1"), (b"b", b"2")], base_offset=0)
+    rewritten = records.with_base_offset(batch, offset)
+    assert len(rewritten) == len(batch)
+    [(header, _)] = split_batches(rewritten)
+    assert header.base_offset == offset
+    assert header.crc == read_header(batch).crc
+    assert [r.offset for r in iter_records(rewritten)] == [offset, offset + 1]
+    assert rewritten[8:] == batch[8:]
+
+
+def test_log_append_time_rewrite_has_a_valid_crc() -> None:
+    batch = build_batch([(b"a", b"1"), (b"b", b"2")], timestamp_ms=1000)
+    stamped = records.with_log_append_time(batch, 40, 555_000)
+    [(header, _)] = split_batches(stamped)  # raises if the CRC were stale
+    assert header.base_offset == 40
+    assert header.attributes & records.TIMESTAMP_TYPE_FLAG
+    assert header.max_timestamp == 555_000
+    assert [r.timestamp for r in iter_records(stamped)] == [555_000, 555_000]
+
+
+def test_last_sequence_wraps() -> None:
+    batch = build_batch(
+        [(None, b"x")] * 3, producer_id=1, producer_epoch=0, base_sequence=2**31 - 2
+    )
+    assert read_header(batch).last_sequence == 0
+    assert read_header(build_batch([(None, b"x")])).last_sequence == records.NO_SEQUENCE
+
+
+@given(
+    payload=st.binary(max_size=200),
+    count=st.one_of(st.integers(0, 50), st.just(2**31 - 1)),
+    codec=st.sampled_from([0, 1]),
+)
+@settings(max_examples=300, deadline=None)
+def test_garbage_records_under_a_valid_crc_raise_invalid_batch(
+    payload: bytes, count: int, codec: int
+) -> None:
+    """A batch whose CRC matches but whose records are garbage: decode fails cleanly."""
+    header = bytearray(build_batch([(None, b"")])[:HEADER_SIZE])
+    struct.pack_into(">h", header, 21, codec)
+    struct.pack_into(">i", header, 23, max(count - 1, 0))
+    struct.pack_into(">i", header, 57, count)
+    struct.pack_into(">i", header, 8, HEADER_SIZE - 12 + len(payload))
+    batch = _recrc(header + payload)
+    try:
+        decoded = list(iter_records(batch))
+    except InvalidBatch:
+        return
+    assert len(decoded) == count
+
+
+def test_record_length_past_the_payload_is_invalid() -> None:
+    batch = bytearray(build_batch([(b"key", b"value")]))
+    batch[HEADER_SIZE] = 0x7E  # record length varint 63, longer than the payload
+    with pytest.raises(InvalidBatch):
+        list(iter_records(_recrc(batch)))
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_codecs_without_a_decoder_raise_invalid_batch(codec: int) -> None:
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    struct.pack_into(">h", batch, 21, codec)
+    with pytest.raises(InvalidBatch, match="cannot decode"):
+        list(iter_records(_recrc(batch)))
