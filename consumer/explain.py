@@ -141,7 +141,7 @@ def _warnings(
                 owners_by_topic[topic].append(member)
 
     # Per topic: more subscribers than partitions (seed 000's 18 threads on 6 partitions).
-    for topic in topics:
+    for topic in topics if len(topics) > 1 else ():
         count = partition_counts.get(topic, 0)
         subscribers = [m for m in ex.order if topic in subs[m]]
         if not count or len(subscribers) <= count:
@@ -164,8 +164,9 @@ def _warnings(
     idle = ex.idle
     if idle:
         total = sum(partition_counts.get(t, 0) for t in topics)
+        scope = " in total" if len(topics) > 1 else ""
         text = (
-            f"{_plural(len(ex.order), 'consumer')}, {_plural(total, 'partition')} in total: "
+            f"{_plural(len(ex.order), 'consumer')}, {_plural(total, 'partition')}{scope}: "
             f"{len(idle)} {'member' if len(idle) == 1 else 'members'} will receive nothing"
         )
         busy = [m for m in ex.order if ex.assignment[m]]
@@ -177,7 +178,24 @@ def _warnings(
 
     if ex.strategy == "range":
         warnings.extend(_range_skew(ex, subs, partition_counts, topics))
+    if ex.strategy == "roundrobin":
+        warnings.extend(_uneven_subscriptions(ex, subs))
     return warnings
+
+
+def _uneven_subscriptions(ex: Explanation, subs: Mapping[str, frozenset[str]]) -> list[str]:
+    """Round robin skips members not subscribed to a topic, which can starve them."""
+    counts = ex.counts()
+    for member in sorted(ex.order, key=lambda m: -counts[m]):
+        for topic, index in ex.assignment[member]:
+            for other in ex.order:
+                if topic in subs[other] and counts[other] + 2 <= counts[member]:
+                    return [
+                        f"subscriptions differ: {member} gets {counts[member]} partitions "
+                        f"while {other} gets {counts[other]} though it could take "
+                        f"{topic}-{index}; sticky would balance them"
+                    ]
+    return []
 
 
 def _host_summary(owners: Sequence[str], everyone: Sequence[str], hosts: Mapping[str, str | None]) -> str:

@@ -39,6 +39,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 try:
                     deleted = topics.delete(name)
                     topic_id = deleted.topic_id
+                    ctx.cluster.groups.remove_topic(name)
                 except TopicError as exc:
                     code, message = error(exc.error_code), exc.message
         results.append(

@@ -1,0 +1,235 @@
+"""`Cluster`: N broker nodes in one process sharing one cluster state.
+
+Each node listens on its own port. Partition leaders are spread over the nodes round
+robin, Metadata reports them truthfully, and a node asked for a partition it does not
+lead answers NOT_LEADER_OR_FOLLOWER, so clients exercise their routing for real.
+
+    async with Cluster(brokers=3) as cluster:     # on the current event loop
+        ...
+    with Cluster(brokers=3) as cluster:           # own loop in a background thread
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from minibroker.config import BrokerConfig
+from minibroker.dispatch import RequestRecord
+from minibroker.server import NodeServer
+from minibroker.state.clock import Clock
+from minibroker.state.cluster import ClusterState
+from minibroker.state.topics import Topic
+
+log = logging.getLogger("minibroker")
+T = TypeVar("T")
+Self = TypeVar("Self", bound="Cluster")
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread, for synchronous callers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="minibroker-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coroutine: Any, timeout: float | None = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def call(self, function: Callable[[], T], timeout: float | None = 30) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def invoke() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(invoke)
+        return future.result(timeout)
+
+    @property
+    def is_current(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+class Cluster:
+    """N Kafka broker nodes on loopback ports (port 0 picks free ones)."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        host: str = "127.0.0.1",
+        ports: list[int] | None = None,
+        *,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+        **settings: Any,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        if ports is not None and len(ports) != brokers:
+            raise ValueError(f"{brokers} brokers need {brokers} ports, got {len(ports)}")
+        base = config or BrokerConfig()
+        self.config = dataclasses.replace(base, host=host, **settings)
+        self.state = ClusterState(self.config, clock)
+        chosen_ports = ports or [self.config.port if brokers == 1 else 0] * brokers
+        self.nodes = [
+            NodeServer(self.state, node_id, self.config.host, port, self.config.advertised_host)
+            for node_id, port in enumerate(chosen_ports)
+        ]
+        self._thread: _LoopThread | None = None
+        self._running = False
+
+    # --- lifecycle ---
+
+    async def start(self: Self) -> Self:
+        started: list[NodeServer] = []
+        try:
+            for node in self.nodes:
+                await node.start()
+                started.append(node)
+        except BaseException:
+            for node in started:
+                await node.stop()
+            raise
+        self._running = True
+        log.info("minibroker ready, bootstrap.servers=%s", self.bootstrap_servers)
+        return self
+
+    async def stop(self) -> None:
+        if self._running:
+            self._running = False
+            for node in self.nodes:
+                await node.stop()
+
+    async def __aenter__(self: Self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def start_in_thread(self: Self) -> Self:
+        """Start on a background event loop; for synchronous code."""
+        if self._thread is None:
+            self._thread = _LoopThread()
+            try:
+                self._thread.run(self.start())
+            except BaseException:
+                self._thread.close()
+                self._thread = None
+                raise
+        return self
+
+    def stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.run(self.stop())
+            self._thread.close()
+            self._thread = None
+
+    def __enter__(self: Self) -> Self:
+        return self.start_in_thread()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop_thread()
+
+    # --- information ---
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{node.advertised_host}:{node.port}" for node in self.nodes)
+
+    @property
+    def connection_count(self) -> int:
+        return sum(node.connection_count for node in self.nodes)
+
+    def recent_requests(self) -> list[RequestRecord]:
+        records = [r for node in self.nodes for r in node.dispatcher.recent]
+        return sorted(records, key=lambda r: r.at)
+
+    # --- administration, callable from any thread ---
+
+    def _on_loop(self, function: Callable[[], T]) -> T:
+        if self._thread is not None and not self._thread.is_current:
+            return self._thread.call(function)
+        return function()
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str] | None = None,
+    ) -> Topic:
+        """Create a topic; raises TopicError (with a Kafka error code) if it cannot."""
+
+        def create() -> Topic:
+            topic = self.state.topics.create(name, partitions, configs=configs)
+            assert topic is not None
+            return topic
+
+        return self._on_loop(create)
+
+    def delete_topic(self, name: str) -> None:
+        def delete() -> None:
+            self.state.topics.delete(name)
+            self.state.groups.remove_topic(name)
+
+        self._on_loop(delete)
+
+    def topics(self) -> list[str]:
+        return self._on_loop(self.state.topics.names)
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        def read() -> dict[int, int]:
+            found = self.state.topics.get(topic)
+            if found is None:
+                return {}
+            return {p.index: p.log.high_watermark for p in found.partitions}
+
+        return self._on_loop(read)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """Partition -> node id of its leader."""
+
+        def read() -> dict[int, int]:
+            found = self.state.topics.get(topic)
+            return {p.index: p.leader for p in found.partitions} if found else {}
+
+        return self._on_loop(read)
+
+    def group_states(self) -> dict[str, str]:
+        """Group id -> state name (Empty, PreparingRebalance, ...)."""
+        return self._on_loop(
+            lambda: {g.group_id: g.state.value for g in self.state.groups.groups.values()}
+        )
+
+    def group_members(self, group_id: str) -> dict[str, bytes]:
+        """Member id -> current assignment bytes, for a group."""
+
+        def read() -> dict[str, bytes]:
+            group = self.state.groups.groups.get(group_id)
+            return {m.member_id: m.assignment for m in group.members.values()} if group else {}
+
+        return self._on_loop(read)
