@@ -1,9 +1,9 @@
 """The public `Broker`: the one-node case of `Cluster`.
 
-    async with Broker() as broker:          # runs on the current event loop
-        ...
-    with Broker() as broker:                # runs its own loop in a background thread
-        ...
+async with Broker() as broker:          # runs on the current event loop
+    ...
+with Broker() as broker:                # runs its own loop in a background thread
+    ...
 """
 
 from __future__ import annotations

@@ -20,12 +20,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("command", nargs="?", default="serve", choices=["serve"])
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=9092, help="port (0 picks a free one)")
-    parser.add_argument("--partitions", type=int, default=1,
-                        help="partitions of auto-created topics (num.partitions)")
-    parser.add_argument("--no-auto-create", action="store_true",
-                        help="disable auto.create.topics.enable")
-    parser.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
-                        help="create a topic at start (repeatable)")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of auto-created topics (num.partitions)",
+    )
+    parser.add_argument(
+        "--no-auto-create", action="store_true", help="disable auto.create.topics.enable"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="create a topic at start (repeatable)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -63,8 +73,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     return asyncio.run(_serve(args))
 
 

@@ -54,11 +54,24 @@ class Dispatcher:
         self.node_id = node_id
         self.recent: deque[RequestRecord] = deque(maxlen=history)
 
-    def _record(self, header: messages.RequestHeader | None, api: str, version: int,
-                correlation_id: int, outcome: str) -> None:
+    def _record(
+        self,
+        header: messages.RequestHeader | None,
+        api: str,
+        version: int,
+        correlation_id: int,
+        outcome: str,
+    ) -> None:
         self.recent.append(
-            RequestRecord(time.time(), self.node_id, header.client_id if header else None,
-                          api, version, correlation_id, outcome)
+            RequestRecord(
+                time.time(),
+                self.node_id,
+                header.client_id if header else None,
+                api,
+                version,
+                correlation_id,
+                outcome,
+            )
         )
 
     def dispatch(self, frame: bytes, client_host: str = "") -> bytes | PendingReply | None:
@@ -82,7 +95,9 @@ class Dispatcher:
         result = handler.handle(ctx, request)
         self._record(header, handler.name, version, correlation_id, "ok")
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("node %d %s v%d from %s", self.node_id, handler.name, version, header.client_id)
+            log.debug(
+                "node %d %s v%d from %s", self.node_id, handler.name, version, header.client_id
+            )
         if result is None:
             return None
         if isinstance(result, Pending):

@@ -45,8 +45,14 @@ class AppendSignal:
 
 
 class NodeServer:
-    def __init__(self, cluster: ClusterState, node_id: int, host: str, port: int,
-                 advertised_host: str | None = None) -> None:
+    def __init__(
+        self,
+        cluster: ClusterState,
+        node_id: int,
+        host: str,
+        port: int,
+        advertised_host: str | None = None,
+    ) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.host = host
@@ -96,8 +102,9 @@ class NodeServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         if len(self._writers) >= self.cluster.config.max_connections:
-            log.warning("refusing %s: max_connections=%d reached", peer,
-                        self.cluster.config.max_connections)
+            log.warning(
+                "refusing %s: max_connections=%d reached", peer, self.cluster.config.max_connections
+            )
             writer.close()
             return
         task = asyncio.current_task()
@@ -117,8 +124,9 @@ class NodeServer:
             self._writers.discard(writer)
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     client_host: str) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
+    ) -> None:
         decoder = FrameDecoder(self.cluster.config.max_frame_bytes)
         transport = writer.transport
         while True:

@@ -46,11 +46,11 @@ __all__ = [
     "leave_group",
     "list_groups",
     "list_offsets",
+    "lookup",
     "metadata",
     "offset_commit",
     "offset_delete",
     "offset_fetch",
     "produce",
     "sync_group",
-    "lookup",
 ]

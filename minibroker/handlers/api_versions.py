@@ -50,6 +50,8 @@ def unsupported_version_response() -> Any:
         response_class(API_KEY, 0),
         error_code=ErrorCode.unsupported_version,
         api_keys=(
-            build(module.ApiVersion, api_key=API_KEY, min_version=MIN_VERSION, max_version=MAX_VERSION),
+            build(
+                module.ApiVersion, api_key=API_KEY, min_version=MIN_VERSION, max_version=MAX_VERSION
+            ),
         ),
     )

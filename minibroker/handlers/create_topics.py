@@ -23,11 +23,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for wanted in request.topics:
         code, message = ErrorCode.none, None
-        partitions = wanted.num_partitions if wanted.num_partitions != -1 else cluster.config.num_partitions
+        partitions = (
+            wanted.num_partitions if wanted.num_partitions != -1 else cluster.config.num_partitions
+        )
         replication = wanted.replication_factor if wanted.replication_factor != -1 else 1
         topic_id = None
         if wanted.assignments:
-            code, message = ErrorCode.invalid_request, "manual replica assignments are not supported"
+            code, message = (
+                ErrorCode.invalid_request,
+                "manual replica assignments are not supported",
+            )
         else:
             try:
                 topic = cluster.topics.create(

@@ -61,8 +61,13 @@ def _entries(ctx: RequestContext, values: dict[str, tuple[str, int]], keys: Any)
     )
 
 
-def _result(ctx: RequestContext, resource: Any, code: ErrorCode, message: str | None,
-            configs: tuple[Any, ...] = ()) -> Any:
+def _result(
+    ctx: RequestContext,
+    resource: Any,
+    code: ErrorCode,
+    message: str | None,
+    configs: tuple[Any, ...] = (),
+) -> Any:
     return ctx.make(
         "DescribeConfigsResult",
         error_code=code,
@@ -80,8 +85,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if resource.resource_type == TOPIC:
             topic = ctx.cluster.topics.get(resource.resource_name)
             if topic is None:
-                results.append(_result(ctx, resource, ErrorCode.unknown_topic_or_partition,
-                                       f"topic {resource.resource_name!r} does not exist"))
+                results.append(
+                    _result(
+                        ctx,
+                        resource,
+                        ErrorCode.unknown_topic_or_partition,
+                        f"topic {resource.resource_name!r} does not exist",
+                    )
+                )
                 continue
             values = {
                 name: (topic.configs[name], SOURCE_DYNAMIC_TOPIC)
@@ -89,20 +100,46 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 else (default, SOURCE_DEFAULT)
                 for name, default in TOPIC_CONFIG_DEFAULTS.items()
             }
-            results.append(_result(ctx, resource, ErrorCode.none, None,
-                                   _entries(ctx, values, resource.configuration_keys)))
+            results.append(
+                _result(
+                    ctx,
+                    resource,
+                    ErrorCode.none,
+                    None,
+                    _entries(ctx, values, resource.configuration_keys),
+                )
+            )
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(ctx.node_id)):
-                results.append(_result(ctx, resource, ErrorCode.invalid_request,
-                                       f"this is broker {ctx.node_id}, not {resource.resource_name}"))
+                results.append(
+                    _result(
+                        ctx,
+                        resource,
+                        ErrorCode.invalid_request,
+                        f"this is broker {ctx.node_id}, not {resource.resource_name}",
+                    )
+                )
                 continue
             values = {
                 name: (value, SOURCE_STATIC_BROKER)
                 for name, value in ctx.cluster.config.broker_configs().items()
             }
-            results.append(_result(ctx, resource, ErrorCode.none, None,
-                                   _entries(ctx, values, resource.configuration_keys)))
+            results.append(
+                _result(
+                    ctx,
+                    resource,
+                    ErrorCode.none,
+                    None,
+                    _entries(ctx, values, resource.configuration_keys),
+                )
+            )
         else:
-            results.append(_result(ctx, resource, ErrorCode.invalid_request,
-                                   f"resource type {resource.resource_type} is not served"))
+            results.append(
+                _result(
+                    ctx,
+                    resource,
+                    ErrorCode.invalid_request,
+                    f"resource type {resource.resource_type} is not served",
+                )
+            )
     return ctx.response(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -21,9 +21,17 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 def _described(ctx: RequestContext, group_id: str) -> Any:
     def empty(code: int, state: str) -> Any:
-        return ctx.make("DescribedGroup", error_code=error(code), error_message=None,
-                        group_id=group_id, group_state=state, protocol_type="", protocol_data="",
-                        members=(), authorized_operations=OPERATIONS_NOT_REQUESTED)
+        return ctx.make(
+            "DescribedGroup",
+            error_code=error(code),
+            error_message=None,
+            group_id=group_id,
+            group_state=state,
+            protocol_type="",
+            protocol_data="",
+            members=(),
+            authorized_operations=OPERATIONS_NOT_REQUESTED,
+        )
 
     if not is_coordinator(ctx, group_id):
         return empty(rules.NOT_COORDINATOR, "")
@@ -57,5 +65,6 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
 
 @api(15, "DescribeGroups", 0, 6)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.response(throttle_time=NO_THROTTLE,
-                        groups=tuple(_described(ctx, g) for g in request.groups))
+    return ctx.response(
+        throttle_time=NO_THROTTLE, groups=tuple(_described(ctx, g) for g in request.groups)
+    )

@@ -93,9 +93,7 @@ def _collect(ctx: RequestContext, request: Any) -> tuple[Any, int]:
 
 
 def _has_errors(response: Any) -> bool:
-    return any(
-        p.error_code != ErrorCode.none for t in response.responses for p in t.partitions
-    )
+    return any(p.error_code != ErrorCode.none for t in response.responses for p in t.partitions)
 
 
 @api(1, "Fetch", 4, 17)

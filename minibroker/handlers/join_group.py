@@ -19,8 +19,12 @@ from minibroker.state.groups import JoinOutcome
 
 def _response(ctx: RequestContext, outcome: JoinOutcome) -> Any:
     members = tuple(
-        ctx.make("JoinGroupResponseMember", member_id=member_id, group_instance_id=instance_id,
-                 metadata=metadata)
+        ctx.make(
+            "JoinGroupResponseMember",
+            member_id=member_id,
+            group_instance_id=instance_id,
+            metadata=metadata,
+        )
         for member_id, instance_id, metadata in outcome.members
     )
     protocol_name = outcome.protocol_name
@@ -64,7 +68,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx,
         slot,
         lambda outcome: _response(ctx, outcome),
-        lambda: _response(ctx, JoinOutcome(error=rules.REBALANCE_IN_PROGRESS,
-                                           member_id=request.member_id)),
+        lambda: _response(
+            ctx, JoinOutcome(error=rules.REBALANCE_IN_PROGRESS, member_id=request.member_id)
+        ),
         rebalance_ms / 1000,
     )

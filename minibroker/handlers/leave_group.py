@@ -17,13 +17,13 @@ from minibroker.state import group_rules as rules
 @api(13, "LeaveGroup", 0, 5)
 def handle(ctx: RequestContext, request: Any) -> Any:
     batched = hasattr(request, "members")
-    wanted = (
+    wanted: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in request.members]
         if batched
         else [(request.member_id, None)]
     )
     if not is_coordinator(ctx, request.group_id):
-        top, results = rules.NOT_COORDINATOR, []
+        top, results = rules.NOT_COORDINATOR, list[tuple[str, str | None, int]]()
     else:
         top, results = ctx.cluster.groups.leave(
             ctx.cluster.clock.monotonic(), group_id=request.group_id, members=wanted
@@ -33,8 +33,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         top = results[0][2] if top == rules.NONE else top
     members = (
         tuple(
-            ctx.make("MemberResponse", member_id=member_id, group_instance_id=instance_id,
-                     error_code=error(code))
+            ctx.make(
+                "MemberResponse",
+                member_id=member_id,
+                group_instance_id=instance_id,
+                error_code=error(code),
+            )
             for member_id, instance_id, code in results
         )
         if batched

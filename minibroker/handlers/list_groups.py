@@ -27,8 +27,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if types and "classic" not in types:
             continue
         listed.append(
-            ctx.make("ListedGroup", group_id=group.group_id,
-                     protocol_type=group.protocol_type or "", group_state=group.state.value,
-                     group_type="classic")
+            ctx.make(
+                "ListedGroup",
+                group_id=group.group_id,
+                protocol_type=group.protocol_type or "",
+                group_state=group.state.value,
+                group_type="classic",
+            )
         )
     return ctx.response(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(listed))

@@ -63,6 +63,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         topics.append(
-            ctx.make("ListOffsetsTopicResponse", name=wanted_topic.name, partitions=tuple(partitions))
+            ctx.make(
+                "ListOffsetsTopicResponse", name=wanted_topic.name, partitions=tuple(partitions)
+            )
         )
     return ctx.response(throttle_time=NO_THROTTLE, topics=tuple(topics))

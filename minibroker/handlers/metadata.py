@@ -75,7 +75,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 found = cluster.topics.by_id(wanted.topic_id)
                 if found is None:
-                    entries.append(_error_entry(ctx, None, 100, wanted.topic_id))  # UNKNOWN_TOPIC_ID
+                    entries.append(
+                        _error_entry(ctx, None, 100, wanted.topic_id)
+                    )  # UNKNOWN_TOPIC_ID
                 else:
                     entries.append(_topic_entry(ctx, found))
                 continue

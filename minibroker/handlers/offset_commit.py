@@ -21,8 +21,13 @@ from minibroker.state import group_rules as rules
 @api(8, "OffsetCommit", 2, 9)
 def handle(ctx: RequestContext, request: Any) -> Any:
     offsets = [
-        (topic.name, p.partition_index, p.committed_offset,
-         getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+        (
+            topic.name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
         for topic in request.topics
         for p in topic.partitions
     ]

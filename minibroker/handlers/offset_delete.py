@@ -18,7 +18,7 @@ from minibroker.state import group_rules as rules
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     if not is_coordinator(ctx, request.group_id):
-        top, codes = rules.NOT_COORDINATOR, {}
+        top, codes = rules.NOT_COORDINATOR, dict[tuple[str, int], int]()
     else:
         top, codes = ctx.cluster.groups.delete_offsets(request.group_id, wanted)
     topics = tuple(
@@ -26,8 +26,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             "OffsetDeleteResponseTopic",
             name=t.name,
             partitions=tuple(
-                ctx.make("OffsetDeleteResponsePartition", partition_index=p.partition_index,
-                         error_code=error(codes.get((t.name, p.partition_index), top)))
+                ctx.make(
+                    "OffsetDeleteResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=error(codes.get((t.name, p.partition_index), top)),
+                )
                 for p in t.partitions
             ),
         )

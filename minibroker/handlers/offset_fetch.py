@@ -57,8 +57,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for wanted in request.groups:
             code, topics = _topics(ctx, wanted.group_id, wanted.topics, batched=True)
             groups.append(
-                ctx.make("OffsetFetchResponseGroup", group_id=wanted.group_id, topics=topics,
-                         error_code=error(code))
+                ctx.make(
+                    "OffsetFetchResponseGroup",
+                    group_id=wanted.group_id,
+                    topics=topics,
+                    error_code=error(code),
+                )
             )
         return ctx.response(throttle_time=NO_THROTTLE, groups=tuple(groups))
     code, topics = _topics(ctx, request.group_id, request.topics, batched=False)

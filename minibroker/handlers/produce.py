@@ -33,7 +33,9 @@ class _Rejected(Exception):
 def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> tuple[int, int]:
     """Validate and append one partition's batch; return (base offset, log append time)."""
     if index < 0 or index >= len(topic.partitions):
-        raise _Rejected(ErrorCode.unknown_topic_or_partition, f"{topic.name}-{index} does not exist")
+        raise _Rejected(
+            ErrorCode.unknown_topic_or_partition, f"{topic.name}-{index} does not exist"
+        )
     partition = topic.partitions[index]
     if partition.leader != ctx.node_id:
         raise _Rejected(
@@ -79,8 +81,13 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
 
 
 def _partition_response(
-    ctx: RequestContext, index: int, code: ErrorCode, base_offset: int = -1,
-    append_time: int = -1, log_start: int = -1, message: str | None = None,
+    ctx: RequestContext,
+    index: int,
+    code: ErrorCode,
+    base_offset: int = -1,
+    append_time: int = -1,
+    log_start: int = -1,
+    message: str | None = None,
 ) -> Any:
     return ctx.make(
         "PartitionProduceResponse",
@@ -111,14 +118,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             index = partition_data.index
             if acks not in VALID_ACKS:
                 partitions.append(
-                    _partition_response(ctx, index, ErrorCode.invalid_required_acks,
-                                        message=f"acks must be 0, 1 or -1, got {acks}")
+                    _partition_response(
+                        ctx,
+                        index,
+                        ErrorCode.invalid_required_acks,
+                        message=f"acks must be 0, 1 or -1, got {acks}",
+                    )
                 )
                 continue
             if topic is None:
                 partitions.append(
-                    _partition_response(ctx, index, ErrorCode.unknown_topic_or_partition,
-                                        message=f"topic {topic_data.name!r} does not exist")
+                    _partition_response(
+                        ctx,
+                        index,
+                        ErrorCode.unknown_topic_or_partition,
+                        message=f"topic {topic_data.name!r} does not exist",
+                    )
                 )
                 continue
             try:
@@ -131,15 +146,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             appended = True
             partitions.append(
                 _partition_response(
-                    ctx, index, ErrorCode.none, base_offset, append_time,
+                    ctx,
+                    index,
+                    ErrorCode.none,
+                    base_offset,
+                    append_time,
                     topic.partitions[index].log.log_start_offset,
                 )
             )
         topic_responses.append(
-            ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=tuple(partitions))
+            ctx.make(
+                "TopicProduceResponse", name=topic_data.name, partition_responses=tuple(partitions)
+            )
         )
     if appended:
         cluster.notify_append()
     if acks == 0:
         return None
-    return ctx.response(responses=tuple(topic_responses), throttle_time=NO_THROTTLE, node_endpoints=())
+    return ctx.response(
+        responses=tuple(topic_responses), throttle_time=NO_THROTTLE, node_endpoints=()
+    )

@@ -63,7 +63,9 @@ class ApiHandler:
 HANDLERS: dict[int, ApiHandler] = {}
 
 
-def api(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+def api(
+    api_key: int, name: str, min_version: int, max_version: int
+) -> Callable[[Handler], Handler]:
     def register(handle: Handler) -> Handler:
         if api_key in HANDLERS:
             raise RuntimeError(f"api key {api_key} registered twice")

@@ -88,14 +88,22 @@ def response_class(api_key: int, version: int) -> type[Any]:
     raise LookupError(f"no response class for api {api_key} v{version}")
 
 
-@cache
+_READERS: dict[type[Any], Callable[[bytes, int], tuple[Any, int]]] = {}
+_WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
+
+
 def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
-    return entity_reader(cls)  # type: ignore[return-value]
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = entity_reader(cls)  # type: ignore[assignment]
+    return reader
 
 
-@cache
 def _writer(cls: type[Any]) -> Callable[[io.BytesIO, Any], None]:
-    return entity_writer(cls)  # type: ignore[return-value]
+    writer = _WRITERS.get(cls)
+    if writer is None:
+        writer = _WRITERS[cls] = entity_writer(cls)  # type: ignore[assignment]
+    return writer
 
 
 def peek_header_prefix(frame: bytes) -> tuple[int, int, int]:

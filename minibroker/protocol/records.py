@@ -327,6 +327,4 @@ def build_batch(
         + body
     )
     batch_length = 4 + 1 + 4 + len(after_crc)
-    return (
-        struct.pack(">qiibI", base_offset, batch_length, -1, 2, crc32c(after_crc)) + after_crc
-    )
+    return struct.pack(">qiibI", base_offset, batch_length, -1, 2, crc32c(after_crc)) + after_crc

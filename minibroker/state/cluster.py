@@ -11,7 +11,6 @@ from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.topics import TopicRegistry
 
-
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 GROUP_KEY = 0

@@ -115,8 +115,13 @@ class Group:
             return
         if target not in ALLOWED_TRANSITIONS[self.state]:
             raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {target.value}")
-        log.debug("group %s: %s -> %s (generation %d)", self.group_id, self.state.value,
-                  target.value, self.generation)
+        log.debug(
+            "group %s: %s -> %s (generation %d)",
+            self.group_id,
+            self.state.value,
+            target.value,
+            self.generation,
+        )
         self.state = target
 
     def candidate_protocols(self) -> set[str]:
@@ -174,8 +179,9 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 class GroupCoordinator:
-    def __init__(self, config: BrokerConfig,
-                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, partition_exists: Callable[[str, int], bool] | None = None
+    ) -> None:
         self.config = config
         self.groups: dict[str, Group] = {}
         self._partition_exists = partition_exists or (lambda topic, partition: True)
@@ -203,8 +209,11 @@ class GroupCoordinator:
 
         if not group_id:
             return fail(rules.INVALID_GROUP_ID)
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
+        if not (
+            self.config.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
             return fail(rules.INVALID_SESSION_TIMEOUT)
         group = self.groups.get(group_id)
         if group is None:
@@ -237,8 +246,7 @@ class GroupCoordinator:
                 old_id = group.static_members.get(group_instance_id)
                 if old_id is not None and old_id in group.members:
                     return self._replace_static_member(now, group, old_id, new_member(new_id))
-                member = new_member(new_id)
-                return self._add_member_and_rebalance(now, group, member)
+                return self._add_member_and_rebalance(now, group, new_member(new_id))
             if require_known_member_id:
                 group.pending_members[new_id] = now + session_timeout_ms / 1000
                 return Slot(JoinOutcome(error=rules.MEMBER_ID_REQUIRED, member_id=new_id))
@@ -276,8 +284,9 @@ class GroupCoordinator:
             return slot
         return fail(rules.UNKNOWN_MEMBER_ID)
 
-    def _protocols_compatible(self, group: Group, protocol_type: str,
-                              protocols: list[tuple[str, bytes]]) -> bool:
+    def _protocols_compatible(
+        self, group: Group, protocol_type: str, protocols: list[tuple[str, bytes]]
+    ) -> bool:
         if not protocol_type or not protocols:
             return False
         if not group.members:
@@ -288,11 +297,14 @@ class GroupCoordinator:
 
     def _await_join(self, member: Member, slot: Slot[JoinOutcome]) -> None:
         if member.join_slot is not None:
-            member.join_slot.fill(JoinOutcome(error=rules.UNKNOWN_MEMBER_ID,
-                                              member_id=member.member_id))
+            member.join_slot.fill(
+                JoinOutcome(error=rules.UNKNOWN_MEMBER_ID, member_id=member.member_id)
+            )
         member.join_slot = slot
 
-    def _add_member_and_rebalance(self, now: float, group: Group, member: Member) -> Slot[JoinOutcome]:
+    def _add_member_and_rebalance(
+        self, now: float, group: Group, member: Member
+    ) -> Slot[JoinOutcome]:
         if not group.members:
             group.protocol_type = member.protocol_type
         group.members[member.member_id] = member
@@ -307,8 +319,9 @@ class GroupCoordinator:
         self._maybe_complete_join(now, group)
         return slot
 
-    def _replace_static_member(self, now: float, group: Group, old_id: str,
-                               member: Member) -> Slot[JoinOutcome]:
+    def _replace_static_member(
+        self, now: float, group: Group, old_id: str, member: Member
+    ) -> Slot[JoinOutcome]:
         old = group.members.pop(old_id)
         if old.join_slot is not None:
             old.join_slot.fill(JoinOutcome(error=rules.FENCED_INSTANCE_ID, member_id=old_id))
@@ -321,11 +334,15 @@ class GroupCoordinator:
         was_leader = group.leader_id == old_id
         if was_leader:
             group.leader_id = member.member_id
-        log.debug("group %s: static member %s replaced %s", group.group_id,
-                  member.member_id, old_id)
+        log.debug(
+            "group %s: static member %s replaced %s", group.group_id, member.member_id, old_id
+        )
         same_protocols = old.protocols == member.protocols
-        if group.state is GroupState.STABLE and same_protocols and (not was_leader
-                                                                     or member.join_version >= 9):
+        if (
+            group.state is GroupState.STABLE
+            and same_protocols
+            and (not was_leader or member.join_version >= 9)
+        ):
             # A restart within the session timeout keeps its assignment: no rebalance.
             outcome = self._join_answer(group, member, with_members=was_leader)
             outcome.skip_assignment = was_leader
@@ -339,8 +356,10 @@ class GroupCoordinator:
 
     def _join_answer(self, group: Group, member: Member, *, with_members: bool) -> JoinOutcome:
         members = (
-            [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-             for m in group.members.values()]
+            [
+                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                for m in group.members.values()
+            ]
             if with_members
             else []
         )
@@ -392,11 +411,13 @@ class GroupCoordinator:
             if not all_joined or group.pending_members:
                 return
         for member_id in [
-            m.member_id for m in group.members.values()
+            m.member_id
+            for m in group.members.values()
             if m.join_slot is None or m.join_slot.result is not None
         ]:
-            log.debug("group %s: member %s did not rejoin in time; removed", group.group_id,
-                      member_id)
+            log.debug(
+                "group %s: member %s did not rejoin in time; removed", group.group_id, member_id
+            )
             self._remove_member(group, member_id)
         group.pending_members.clear()
         group.rebalance_deadline = None
@@ -415,8 +436,9 @@ class GroupCoordinator:
         for member in group.members.values():
             member.assignment = b""
             member.heartbeat_deadline = now + member.session_timeout_ms / 1000
-            outcome = self._join_answer(group, member,
-                                        with_members=member.member_id == group.leader_id)
+            outcome = self._join_answer(
+                group, member, with_members=member.member_id == group.leader_id
+            )
             assert member.join_slot is not None
             member.join_slot.fill(outcome)
             member.join_slot = None
@@ -509,8 +531,15 @@ class GroupCoordinator:
 
     # --- Heartbeat and LeaveGroup ---
 
-    def heartbeat(self, now: float, *, group_id: str, generation: int, member_id: str,
-                  group_instance_id: str | None) -> int:
+    def heartbeat(
+        self,
+        now: float,
+        *,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+    ) -> int:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
         if group is None or member is None:
@@ -526,12 +555,13 @@ class GroupCoordinator:
             return rules.ILLEGAL_GENERATION
         return rules.NONE
 
-    def leave(self, now: float, *, group_id: str,
-              members: list[tuple[str, str | None]]) -> tuple[int, list[tuple[str, str | None, int]]]:
+    def leave(
+        self, now: float, *, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[int, list[tuple[str, str | None, int]]]:
         group = self.groups.get(group_id)
         if group is None:
             return rules.UNKNOWN_MEMBER_ID, [(m, i, rules.UNKNOWN_MEMBER_ID) for m, i in members]
-        results = []
+        results: list[tuple[str, str | None, int]] = []
         for member_id, instance_id in members:
             target = member_id
             if instance_id is not None:
@@ -566,9 +596,7 @@ class GroupCoordinator:
                     deadlines.append(group.rebalance_deadline)
                 if group.initial_delay_deadline is not None:
                     deadlines.append(group.initial_delay_deadline)
-            deadlines.extend(
-                m.heartbeat_deadline for m in group.members.values() if not m.awaiting
-            )
+            deadlines.extend(m.heartbeat_deadline for m in group.members.values() if not m.awaiting)
         return min(deadlines, default=None)
 
     def tick(self, now: float) -> None:
@@ -579,10 +607,14 @@ class GroupCoordinator:
                     del group.pending_members[member_id]
             for member in list(group.members.values()):
                 if not member.awaiting and member.heartbeat_deadline <= now:
-                    log.debug("group %s: member %s missed its session timeout", group.group_id,
-                              member.member_id)
-                    self._member_gone(now, group, member.member_id,
-                                      f"member {member.member_id} session timed out")
+                    log.debug(
+                        "group %s: member %s missed its session timeout",
+                        group.group_id,
+                        member.member_id,
+                    )
+                    self._member_gone(
+                        now, group, member.member_id, f"member {member.member_id} session timed out"
+                    )
             if group.state is GroupState.PREPARING_REBALANCE:
                 if group.initial_delay_deadline is not None and now >= group.initial_delay_deadline:
                     group.initial_delay_deadline = None
@@ -640,16 +672,18 @@ class GroupCoordinator:
                 results[(topic, partition)] = rules.NONE
         return results
 
-    def committed(self, group_id: str,
-                  partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
+    def committed(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], CommittedOffset | None]:
         group = self.groups.get(group_id)
         stored = group.offsets if group else {}
         if partitions is None:
             return dict(stored)
         return {key: stored.get(key) for key in partitions}
 
-    def delete_offsets(self, group_id: str,
-                       partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
         group = self.groups.get(group_id)
         if group is None:
             return rules.GROUP_ID_NOT_FOUND, {}

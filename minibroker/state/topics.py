@@ -147,7 +147,9 @@ class TopicRegistry:
         if partitions <= 0:
             raise TopicError(INVALID_PARTITIONS, f"partition count must be positive: {partitions}")
         if partitions > 100_000:
-            raise TopicError(INVALID_PARTITIONS, f"{partitions} partitions is over the 100000 limit")
+            raise TopicError(
+                INVALID_PARTITIONS, f"{partitions} partitions is over the 100000 limit"
+            )
         broker_count = len(self._broker_ids())
         if replication_factor <= 0 or replication_factor > broker_count:
             raise TopicError(

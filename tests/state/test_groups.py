@@ -1,0 +1,405 @@
+"""The group coordinator as a pure state machine: a fake clock, no sockets."""
+
+from __future__ import annotations
+
+import pytest
+
+from minibroker.config import BrokerConfig
+from minibroker.state import group_rules as rules
+from minibroker.state.group_rules import GroupState, IllegalTransition
+from minibroker.state.groups import (
+    Group,
+    GroupCoordinator,
+    JoinOutcome,
+    Slot,
+    java_string_hash,
+    parse_subscription,
+    partition_for,
+)
+
+SESSION_MS = 10_000
+REBALANCE_MS = 30_000
+
+
+class Harness:
+    def __init__(self, **config: int) -> None:
+        self.now = 0.0
+        self.coordinator = GroupCoordinator(BrokerConfig(**config))  # type: ignore[arg-type]
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.coordinator.tick(self.now)
+
+    def join(
+        self,
+        member_id: str = "",
+        *,
+        group: str = "g",
+        instance: str | None = None,
+        protocols: list[tuple[str, bytes]] | None = None,
+        version: int = 9,
+        session_ms: int = SESSION_MS,
+        rebalance_ms: int = REBALANCE_MS,
+        client_id: str = "client",
+    ) -> Slot[JoinOutcome]:
+        return self.coordinator.join(
+            self.now,
+            group_id=group,
+            member_id=member_id,
+            group_instance_id=instance,
+            client_id=client_id,
+            client_host="127.0.0.1",
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            protocol_type="consumer",
+            protocols=protocols or [("range", b"meta-" + member_id.encode())],
+            require_known_member_id=version >= 4,
+            version=version,
+        )
+
+    def new_member(self, **kwargs: object) -> str:
+        """Two-step v4+ join: MEMBER_ID_REQUIRED, then the real join (not awaited)."""
+        first = self.join(**kwargs)  # type: ignore[arg-type]
+        assert first.result is not None
+        assert first.result.error == rules.MEMBER_ID_REQUIRED
+        return first.result.member_id
+
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        group: str = "g",
+    ) -> Slot:  # type: ignore[type-arg]
+        return self.coordinator.sync(
+            self.now,
+            group_id=group,
+            generation=generation,
+            member_id=member_id,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=list((assignments or {}).items()),
+        )
+
+    def heartbeat(self, member_id: str, generation: int, group: str = "g") -> int:
+        return self.coordinator.heartbeat(
+            self.now,
+            group_id=group,
+            generation=generation,
+            member_id=member_id,
+            group_instance_id=None,
+        )
+
+    def state(self, group: str = "g") -> GroupState:
+        return self.coordinator.groups[group].state
+
+
+def stable_group(h: Harness, count: int) -> list[str]:
+    """Bring `count` members through join and sync, one by one."""
+    members: list[str] = []
+    for _ in range(count):
+        new_id = h.new_member()
+        slots = {new_id: h.join(new_id)}
+        for existing in members:
+            slots[existing] = h.join(existing)
+        members.append(new_id)
+        outcomes = {m: s.result for m, s in slots.items()}
+        assert all(o is not None and o.error == rules.NONE for o in outcomes.values())
+        generation = next(iter(outcomes.values())).generation  # type: ignore[union-attr]
+        leader = next(iter(outcomes.values())).leader  # type: ignore[union-attr]
+        followers = [h.sync(m, generation) for m in members if m != leader]
+        h.sync(leader, generation, {m: f"assign-{m}".encode() for m in members})
+        assert all(f.result is not None and f.result.error == rules.NONE for f in followers)
+    assert h.state() is GroupState.STABLE
+    return members
+
+
+def test_first_join_asks_for_a_member_id_then_completes_at_once() -> None:
+    h = Harness()
+    member_id = h.new_member(client_id="consumer-1")
+    assert member_id.startswith("consumer-1-")
+    slot = h.join(member_id)
+    assert slot.result is not None
+    outcome = slot.result
+    assert outcome.error == rules.NONE
+    assert outcome.generation == 1
+    assert outcome.leader == member_id
+    assert outcome.protocol_name == "range"
+    assert [m[0] for m in outcome.members] == [member_id]
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+
+
+def test_followers_wait_for_the_leaders_assignment() -> None:
+    h = Harness()
+    a = h.new_member()
+    first = h.join(a)
+    b = h.new_member()
+    joined_b = h.join(b)
+    assert joined_b.result is None, "b waits until a rejoins"
+    assert h.heartbeat(a, 1) == rules.REBALANCE_IN_PROGRESS
+    rejoined_a = h.join(a)
+    assert first.result is not None and rejoined_a.result is not None
+    assert joined_b.result is not None
+    assert rejoined_a.result.generation == joined_b.result.generation == 2
+    assert rejoined_a.result.leader == a, "the leader is kept across rebalances"
+    assert joined_b.result.members == [], "only the leader gets the member list"
+    follower = h.sync(b, 2)
+    assert follower.result is None
+    leader = h.sync(a, 2, {a: b"A", b: b"B"})
+    assert leader.result is not None and leader.result.assignment == b"A"
+    assert follower.result is not None and follower.result.assignment == b"B"
+    assert h.state() is GroupState.STABLE
+
+
+def test_rebalance_timeout_expels_a_member_that_never_rejoins() -> None:
+    h = Harness()
+    a, b = stable_group(h, 2)
+    c = h.new_member()
+    joined_c = h.join(c)
+    rejoined_a = h.join(a)
+    assert joined_c.result is None and rejoined_a.result is None
+    generation = h.coordinator.groups["g"].generation
+    # b keeps heartbeating (so its session stays alive) but never rejoins.
+    for _ in range(int(REBALANCE_MS / 1000 / 5) - 1):
+        h.advance(5)
+        assert h.heartbeat(b, generation) == rules.REBALANCE_IN_PROGRESS
+    assert joined_c.result is None, "still inside the rebalance timeout"
+    h.advance(6)
+    assert joined_c.result is not None and rejoined_a.result is not None
+    assert joined_c.result.error == rules.NONE
+    members = h.coordinator.groups["g"].members
+    assert set(members) == {a, c}, "b never rejoined and was removed"
+    assert h.heartbeat(b, rejoined_a.result.generation) == rules.UNKNOWN_MEMBER_ID
+
+
+def test_missed_session_timeout_removes_the_member_and_rebalances() -> None:
+    h = Harness()
+    a, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    for _ in range(4):
+        h.advance(SESSION_MS / 1000 / 3)
+        if h.coordinator.groups["g"].state is GroupState.STABLE:
+            assert h.heartbeat(a, generation) == rules.NONE
+    assert b not in h.coordinator.groups["g"].members
+    assert h.heartbeat(a, generation) == rules.REBALANCE_IN_PROGRESS
+    again = h.join(a)
+    assert again.result is not None and again.result.generation == generation + 1
+
+
+def test_stale_generation_and_unknown_member_are_refused() -> None:
+    h = Harness()
+    a, _ = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    assert h.heartbeat(a, generation - 1) == rules.ILLEGAL_GENERATION
+    assert h.heartbeat("nobody", generation) == rules.UNKNOWN_MEMBER_ID
+    stale = h.sync(a, generation - 1)
+    assert stale.result is not None and stale.result.error == rules.ILLEGAL_GENERATION
+    h.new_member()  # pending ids do not change the group yet
+    assert h.state() is GroupState.STABLE
+    joined = h.join("made-up-id")
+    assert joined.result is not None and joined.result.error == rules.UNKNOWN_MEMBER_ID
+
+
+def test_sync_during_preparing_rebalance_is_told_to_rejoin() -> None:
+    h = Harness()
+    _, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    c = h.new_member()
+    h.join(c)
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    slot = h.sync(b, generation)
+    assert slot.result is not None and slot.result.error == rules.REBALANCE_IN_PROGRESS
+
+
+def test_static_member_restart_keeps_its_assignment_without_rebalance() -> None:
+    h = Harness()
+    leader = h.new_member()
+    h.join(leader)
+    static_first = h.join(instance="instance-1")
+    assert static_first.result is None
+    h.join(leader)
+    assert static_first.result is not None
+    static_id = static_first.result.member_id
+    generation = static_first.result.generation
+    h.sync(static_id, generation)
+    h.sync(leader, generation, {leader: b"L", static_id: b"S"})
+    assert h.state() is GroupState.STABLE
+
+    restarted = h.join(instance="instance-1")
+    assert restarted.result is not None and restarted.result.error == rules.NONE
+    new_id = restarted.result.member_id
+    assert new_id != static_id
+    assert restarted.result.generation == generation, "no rebalance"
+    assert h.state() is GroupState.STABLE
+    synced = h.sync(new_id, generation)
+    assert synced.result is not None and synced.result.assignment == b"S"
+    fenced = h.coordinator.heartbeat(
+        h.now,
+        group_id="g",
+        generation=generation,
+        member_id=static_id,
+        group_instance_id="instance-1",
+    )
+    assert fenced == rules.FENCED_INSTANCE_ID
+
+
+def test_leave_group_in_a_batch_and_the_last_one_out_empties_the_group() -> None:
+    h = Harness()
+    a, b = stable_group(h, 2)
+    top, results = h.coordinator.leave(h.now, group_id="g", members=[(a, None), ("ghost", None)])
+    assert top == rules.NONE
+    assert [code for _, _, code in results] == [rules.NONE, rules.UNKNOWN_MEMBER_ID]
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    h.join(b)
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    h.coordinator.leave(h.now, group_id="g", members=[(b, None)])
+    assert h.state() is GroupState.EMPTY
+    assert h.coordinator.groups["g"].members == {}
+
+
+def test_offsets_from_members_are_checked_against_the_generation() -> None:
+    h = Harness()
+    a, _ = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    ok = h.coordinator.commit(
+        h.now,
+        group_id="g",
+        generation=generation,
+        member_id=a,
+        group_instance_id=None,
+        offsets=[("t", 0, 42, -1, "meta")],
+    )
+    assert ok == {("t", 0): rules.NONE}
+    stale = h.coordinator.commit(
+        h.now,
+        group_id="g",
+        generation=generation - 1,
+        member_id=a,
+        group_instance_id=None,
+        offsets=[("t", 0, 99, -1, None)],
+    )
+    assert stale == {("t", 0): rules.ILLEGAL_GENERATION}
+    outsider = h.coordinator.commit(
+        h.now,
+        group_id="g",
+        generation=-1,
+        member_id="",
+        group_instance_id=None,
+        offsets=[("t", 0, 99, -1, None)],
+    )
+    assert outsider == {("t", 0): rules.UNKNOWN_MEMBER_ID}
+    committed = h.coordinator.committed("g", [("t", 0), ("t", 1)])
+    stored = committed[("t", 0)]
+    assert stored is not None and stored.offset == 42 and stored.metadata == "meta"
+    assert committed[("t", 1)] is None
+
+
+def test_assign_mode_commits_create_an_empty_group() -> None:
+    h = Harness()
+    result = h.coordinator.commit(
+        h.now,
+        group_id="solo",
+        generation=-1,
+        member_id="",
+        group_instance_id=None,
+        offsets=[("t", 0, 7, -1, None), ("t", 1, 1, -1, "x" * 5000)],
+    )
+    assert result == {("t", 0): rules.NONE, ("t", 1): rules.OFFSET_METADATA_TOO_LARGE}
+    assert h.state("solo") is GroupState.EMPTY
+    assert h.coordinator.delete_group("solo") == rules.NONE
+    assert h.coordinator.delete_group("solo") == rules.GROUP_ID_NOT_FOUND
+
+
+def test_a_group_with_members_cannot_be_deleted() -> None:
+    h = Harness()
+    stable_group(h, 1)
+    assert h.coordinator.delete_group("g") == rules.NON_EMPTY_GROUP
+
+
+def test_members_must_share_the_protocol_type_and_a_protocol() -> None:
+    h = Harness()
+    stable_group(h, 1)
+    other = h.join(protocols=[("roundrobin", b"")], version=3)
+    assert other.result is not None
+    assert other.result.error == rules.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_protocol_chosen_by_votes_among_protocols_everyone_supports() -> None:
+    h = Harness()
+    a = h.new_member()
+    first = h.join(a, protocols=[("sticky", b""), ("range", b"")])
+    assert first.result is not None and first.result.protocol_name == "sticky"
+    b = h.new_member()
+    joined_b = h.join(b, protocols=[("range", b""), ("roundrobin", b"")])
+    h.join(a, protocols=[("sticky", b""), ("range", b"")])
+    assert joined_b.result is not None and joined_b.result.protocol_name == "range"
+
+
+def test_initial_rebalance_delay_gathers_early_joiners_into_one_generation() -> None:
+    h = Harness(group_initial_rebalance_delay_ms=3000)
+    a = h.new_member()
+    joined_a = h.join(a)
+    h.advance(1)
+    b = h.new_member()
+    joined_b = h.join(b)
+    assert joined_a.result is None and joined_b.result is None
+    h.advance(3.5)
+    assert joined_a.result is not None and joined_b.result is not None
+    assert joined_a.result.generation == joined_b.result.generation == 1
+
+
+def test_pending_member_ids_expire_after_the_session_timeout() -> None:
+    h = Harness()
+    (a,) = stable_group(h, 1)
+    h.new_member()
+    assert h.coordinator.groups["g"].pending_members
+    h.advance(SESSION_MS / 1000 + 1)
+    assert not h.coordinator.groups["g"].pending_members
+    del a
+
+
+def test_session_timeout_outside_the_broker_limits_is_refused() -> None:
+    h = Harness()
+    slot = h.join(session_ms=10)
+    assert slot.result is not None and slot.result.error == rules.INVALID_SESSION_TIMEOUT
+
+
+def test_transitions_outside_the_rules_raise() -> None:
+    group = Group("g")
+    with pytest.raises(IllegalTransition):
+        group.transition(GroupState.STABLE)
+    group.transition(GroupState.PREPARING_REBALANCE)
+    group.transition(GroupState.COMPLETING_REBALANCE)
+    group.transition(GroupState.STABLE)
+    with pytest.raises(IllegalTransition):
+        group.transition(GroupState.EMPTY)
+
+
+def test_next_deadline_is_the_earliest_session_expiry() -> None:
+    h = Harness()
+    assert h.coordinator.next_deadline() is None
+    stable_group(h, 1)
+    assert h.coordinator.next_deadline() == pytest.approx(h.now + SESSION_MS / 1000)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", 0), ("hello", 99162322), ("Aa", 2112), ("BB", 2112), ("polygenelubricants", -(2**31))],
+)
+def test_java_string_hash_matches_java(text: str, expected: int) -> None:
+    assert java_string_hash(text) == expected
+
+
+def test_coordinator_partition_uses_kafkas_abs() -> None:
+    # Integer.MIN_VALUE maps to 0 in Kafka's Utils.abs rather than staying negative.
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+
+
+def test_subscription_metadata_is_parsed_for_topic_names() -> None:
+    metadata = (
+        b"\x00\x01" + b"\x00\x00\x00\x02" + b"\x00\x01a" + b"\x00\x02bc" + b"\xff\xff\xff\xff"
+    )
+    assert parse_subscription(metadata) == ["a", "bc"]
+    assert parse_subscription(b"\x00") is None
