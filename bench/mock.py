@@ -20,7 +20,8 @@ _ERRSTR_SIZE = 512
 
 def _load() -> ctypes.CDLL:
     package = os.path.dirname(confluent_kafka.__file__)
-    found = sorted(glob.glob(os.path.join(package, os.pardir, "confluent_kafka.libs", "librdkafka*")))
+    libs = os.path.join(package, os.pardir, "confluent_kafka.libs")
+    found = sorted(glob.glob(os.path.join(libs, "librdkafka*")))
     if not found:
         raise RuntimeError("librdkafka shared library not found next to confluent_kafka")
     lib = ctypes.CDLL(found[0])
@@ -51,8 +52,12 @@ class MockCluster:
         conf = self._lib.rd_kafka_conf_new()
         settings = {"test.mock.num.brokers": str(brokers), "log_level": "3"}
         for name, value in settings.items():
-            if self._lib.rd_kafka_conf_set(conf, name.encode(), value.encode(), errstr,
-                                           _ERRSTR_SIZE) != 0:
+            if (
+                self._lib.rd_kafka_conf_set(
+                    conf, name.encode(), value.encode(), errstr, _ERRSTR_SIZE
+                )
+                != 0
+            ):
                 raise RuntimeError(f"rd_kafka_conf_set {name}: {errstr.value.decode()}")
         # rd_kafka_new takes ownership of conf, also on failure
         self._rk = self._lib.rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, _ERRSTR_SIZE)

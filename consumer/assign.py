@@ -12,7 +12,7 @@ computes the same assignment whoever is the leader:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -167,9 +167,18 @@ def sticky_assign(
     owned = _resolve_previous(subscriptions, partition_counts, previous or {}, ordered)
     topic_sets = {frozenset(subscriptions[m]) for m in ordered}
     if len(topic_sets) == 1:
-        assigned = _sticky_identical(ordered, sorted(next(iter(topic_sets))), partition_counts, owned)
+        assigned = _sticky_identical(
+            ordered, sorted(next(iter(topic_sets))), partition_counts, owned
+        )
     else:
-        assigned = _sticky_general(ordered, subscriptions, partition_counts, owned)
+        # Greedy moves can paint themselves into a corner; the same greedy with other
+        # tie-breaks (who takes a moved partition) often keeps more: keep the best.
+        tries = [
+            _sticky_general(ordered, subscriptions, partition_counts, owned, wide, narrow_gap)
+            for wide in (False, True)
+            for narrow_gap in (False, True)
+        ]
+        assigned = max(tries, key=lambda result: retained(owned, result))
     for member in ordered:
         result[member] = sorted(assigned[member])
     return result
@@ -215,8 +224,11 @@ def _sticky_general(
     subscriptions: Mapping[str, Collection[str]],
     partition_counts: Mapping[str, int],
     owned: Mapping[str, list[Partition]],
+    prefer_wide: bool,
+    narrow_gap: bool,
 ) -> dict[str, list[Partition]]:
     position = {member: i for i, member in enumerate(ordered)}
+    width = {m: -len(subscriptions[m]) if prefer_wide else 0 for m in ordered}
     topics = sorted({t for m in ordered for t in subscriptions[m]}, key=java_string_key)
     eligible: dict[str, list[str]] = {
         topic: [m for m in ordered if topic in subscriptions[m]] for topic in topics
@@ -233,31 +245,120 @@ def _sticky_general(
         target = min(eligible[partition[0]], key=lambda m: (len(current[m]), position[m]))
         current[target].add(partition)
 
-    def movable(member: str) -> list[Partition]:
-        # Partitions that were not this member's before cost nothing to move.
-        return sorted(current[member], key=lambda p: (previously.get(p) == member, p))
+    # Move a partition from a member to an eligible one holding at least two fewer, until
+    # none can. Among possible moves: free ones first (the donor did not own the
+    # partition before), then those leaving the fewest such imbalances, since one move
+    # can settle two of them. Each move lowers the sum of squared counts: this ends.
+    topics_of = {m: frozenset(subscriptions[m]) for m in ordered}
+    held: dict[str, Counter[str]] = {m: Counter(t for t, _ in current[m]) for m in ordered}
 
-    # Each move lowers the sum of squared counts, so this terminates.
-    moved = True
-    while moved:
-        moved = False
-        for donor in sorted(ordered, key=lambda m: (-len(current[m]), position[m])):
-            for partition in movable(donor):
-                takers = [
-                    m
-                    for m in eligible[partition[0]]
-                    if len(current[m]) + 2 <= len(current[donor])
-                ]
-                if not takers:
-                    continue
-                taker = min(takers, key=lambda m: (len(current[m]), position[m]))
-                current[donor].remove(partition)
-                current[taker].add(partition)
-                moved = True
-                break
-            if moved:
-                break
+    def pulls(a: str, b: str) -> bool:
+        # b could take one of a's partitions and holds at least two fewer
+        return len(current[a]) >= len(current[b]) + 2 and any(held[a][t] for t in topics_of[b])
+
+    def imbalances(x: str, y: str) -> int:
+        total = 0
+        for other in ordered:
+            for member in (x, y):
+                if other != member:
+                    total += pulls(member, other) + pulls(other, member)
+        return total - pulls(x, y) - pulls(y, x)
+
+    def move(partition: Partition, source: str, target: str) -> None:
+        current[source].remove(partition)
+        held[source][partition[0]] -= 1
+        current[target].add(partition)
+        held[target][partition[0]] += 1
+
+    while True:
+        best: tuple[tuple[int, int, int, int, int, Partition], Partition, str, str] | None
+        best = None
+        for donor in ordered:
+            load = len(current[donor])
+            cheapest: dict[str, Partition] = {}
+            for partition in sorted(current[donor], key=lambda p: (previously.get(p) == donor, p)):
+                cheapest.setdefault(partition[0], partition)
+            for topic, partition in cheapest.items():
+                cost = 1 if previously.get(partition) == donor else 0
+                for taker in eligible[topic]:
+                    if len(current[taker]) + 2 > load:
+                        continue
+                    before = imbalances(donor, taker)
+                    move(partition, donor, taker)
+                    after = imbalances(donor, taker)
+                    move(partition, taker, donor)
+                    key = (
+                        cost,
+                        after - before,
+                        (load - len(current[taker])) * (1 if narrow_gap else -1),
+                        width[taker],
+                        position[donor] * len(ordered) + position[taker],
+                        partition,
+                    )
+                    if best is None or key < best[0]:
+                        best = (key, partition, donor, taker)
+        if best is None:
+            break
+        _, partition, donor, taker = best
+        move(partition, donor, taker)
+    _give_back(ordered, eligible, topics_of, previously, current)
     return {m: list(ps) for m, ps in current.items()}
+
+
+def _give_back(
+    ordered: Sequence[str],
+    eligible: Mapping[str, list[str]],
+    topics_of: Mapping[str, frozenset[str]],
+    previously: Mapping[Partition, str],
+    current: dict[str, set[Partition]],
+) -> None:
+    """Return partitions to their previous owner where balance allows.
+
+    A single move back is kept if neither side ends up able to take from, or give to,
+    an eligible member two partitions away; an exchange with a partition the owner did
+    not own before keeps every count and so always keeps the balance.
+    """
+
+    def unbalanced(member: str) -> bool:
+        load = len(current[member])
+        for other in ordered:
+            if other == member:
+                continue
+            if len(current[other]) >= load + 2 and any(
+                p[0] in topics_of[member] for p in current[other]
+            ):
+                return True
+            if len(current[other]) + 2 <= load and any(
+                other in eligible[p[0]] for p in current[member]
+            ):
+                return True
+        return False
+
+    holder_of = {p: m for m, ps in current.items() for p in ps}
+    improved = True
+    while improved:
+        improved = False
+        for partition, owner in sorted(previously.items()):
+            holder = holder_of[partition]
+            if holder == owner:
+                continue
+            current[holder].remove(partition)
+            current[owner].add(partition)
+            if not unbalanced(holder) and not unbalanced(owner):
+                holder_of[partition] = owner
+                improved = True
+                continue
+            current[owner].remove(partition)
+            current[holder].add(partition)
+            for other in sorted(current[owner]):
+                if previously.get(other) != owner and other[0] in topics_of[holder]:
+                    current[owner].remove(other)
+                    current[holder].add(other)
+                    current[holder].remove(partition)
+                    current[owner].add(partition)
+                    holder_of[partition], holder_of[other] = owner, holder
+                    improved = True
+                    break
 
 
 def assign(
@@ -278,7 +379,9 @@ def assign(
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
 
 
-def retained(previous: Mapping[str, Iterable[Partition]], current: Mapping[str, Iterable[Partition]]) -> int:
+def retained(
+    previous: Mapping[str, Iterable[Partition]], current: Mapping[str, Iterable[Partition]]
+) -> int:
     """How many partitions stayed with the member that owned them before."""
     return sum(len(set(previous.get(m, ())) & set(ps)) for m, ps in current.items())
 

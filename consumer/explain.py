@@ -116,9 +116,7 @@ def explain_assignment(
     instance_ids = {m.member_id: m.group_instance_id for m in specs}
     hosts = {m.member_id: m.host for m in specs}
     prior = {m: PreviousAssignment(tuple(ps), 0) for m, ps in (previous or {}).items()}
-    result = assign(
-        strategy, subs, partition_counts, previous=prior, instance_ids=instance_ids
-    )
+    result = assign(strategy, subs, partition_counts, previous=prior, instance_ids=instance_ids)
     order = member_order(subs, instance_ids)
     explanation = Explanation(strategy, order, result, hosts)
     explanation.warnings.extend(_warnings(explanation, subs, partition_counts))
@@ -161,13 +159,14 @@ def _warnings(
             text += f"; its owners are {where}"
         warnings.append(text + _host_summary(owners, subscribers, ex.hosts))
 
-    idle = ex.idle
-    if idle:
+    idle_members = ex.idle
+    if idle_members:
         total = sum(partition_counts.get(t, 0) for t in topics)
         scope = " in total" if len(topics) > 1 else ""
         text = (
             f"{_plural(len(ex.order), 'consumer')}, {_plural(total, 'partition')}{scope}: "
-            f"{len(idle)} {'member' if len(idle) == 1 else 'members'} will receive nothing"
+            f"{len(idle_members)} {'member' if len(idle_members) == 1 else 'members'} "
+            "will receive nothing"
         )
         busy = [m for m in ex.order if ex.assignment[m]]
         if ex.strategy == "range" and busy == ex.order[: len(busy)]:
@@ -198,7 +197,9 @@ def _uneven_subscriptions(ex: Explanation, subs: Mapping[str, frozenset[str]]) -
     return []
 
 
-def _host_summary(owners: Sequence[str], everyone: Sequence[str], hosts: Mapping[str, str | None]) -> str:
+def _host_summary(
+    owners: Sequence[str], everyone: Sequence[str], hosts: Mapping[str, str | None]
+) -> str:
     all_hosts = sorted({h for m in everyone if (h := hosts.get(m)) is not None})
     if len(all_hosts) < 2:
         return ""

@@ -75,7 +75,11 @@ class Dispatcher:
         )
 
     def dispatch(self, frame: bytes, client_host: str = "") -> bytes | PendingReply | None:
-        api_key, version, correlation_id = messages.peek_header_prefix(frame)
+        try:
+            api_key, version, correlation_id = messages.peek_header_prefix(frame)
+        except messages.InvalidRequest as exc:
+            self._record(None, "?", -1, -1, "closed: malformed")
+            raise CloseConnection(str(exc)) from exc
         name = messages.api_name(api_key)
         if api_key == messages.API_VERSIONS_KEY and version > api_versions.MAX_VERSION:
             self._record(None, name, version, correlation_id, "UNSUPPORTED_VERSION")
@@ -92,7 +96,14 @@ class Dispatcher:
             self._record(None, name, version, correlation_id, "closed: malformed")
             raise CloseConnection(str(exc)) from exc
         ctx = RequestContext(self.cluster, self.node_id, header, client_host)
-        result = handler.handle(ctx, request)
+        try:
+            result = handler.handle(ctx, request)
+        except Exception as exc:
+            # A handler bug met by odd input: this client loses its connection, the
+            # broker and every other connection carry on.
+            log.exception("node %d: %s v%d failed", self.node_id, handler.name, version)
+            self._record(header, handler.name, version, correlation_id, "closed: handler error")
+            raise CloseConnection(f"{handler.name} v{version} failed: {exc!r}") from exc
         self._record(header, handler.name, version, correlation_id, "ok")
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

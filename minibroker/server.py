@@ -16,9 +16,17 @@ from minibroker.state.cluster import ClusterState, Node
 
 log = logging.getLogger("minibroker.server")
 
-READ_CHUNK = 256 * 1024
+# One read takes a whole typical produce request; the stream buffer may hold two such
+# reads before the socket is paused, so reading does not toggle epoll registration.
+READ_CHUNK = 1024 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 GROUP_TIMER_IDLE = 1.0
+
+
+def _write(writer: asyncio.StreamWriter, answers: list[bytes]) -> None:
+    if answers:
+        writer.write(answers[0] if len(answers) == 1 else b"".join(answers))
+        answers.clear()
 
 
 class AppendSignal:
@@ -70,7 +78,9 @@ class NodeServer:
         return len(self._writers)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.port, limit=READ_CHUNK
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self.cluster.add_node(Node(self.node_id, self.advertised_host, self.port))
         self.cluster.on_append.append(self.signal.fire)
@@ -138,18 +148,26 @@ class NodeServer:
             except FrameError as exc:
                 log.warning("closing connection from %s: %s", client_host, exc)
                 return
+            # Answers to the requests of one read leave in one write: a client that
+            # pipelines requests gets the answers together (librdkafka retires its
+            # bootstrap connection as soon as the first Metadata answer names the broker,
+            # failing a request still in flight on it), and it saves a send per request.
+            answers: list[bytes] = []
             for frame in frames:
                 try:
                     outcome = self.dispatcher.dispatch(frame, client_host)
                 except CloseConnection as exc:
                     log.warning("closing connection from %s: %s", client_host, exc)
+                    _write(writer, answers)
                     return
                 if isinstance(outcome, PendingReply):
+                    _write(writer, answers)  # earlier answers do not wait for a long poll
                     outcome = await self._finish(outcome)
                 if outcome is not None:
-                    writer.write(outcome)
-                    if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                        await writer.drain()
+                    answers.append(outcome)
+            _write(writer, answers)
+            if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                await writer.drain()
 
     async def _finish(self, pending: PendingReply) -> bytes | None:
         while True:

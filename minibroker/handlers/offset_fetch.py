@@ -66,4 +66,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return ctx.response(throttle_time=NO_THROTTLE, groups=tuple(groups))
     code, topics = _topics(ctx, request.group_id, request.topics, batched=False)
+    if code != rules.NONE and ctx.version < 2 and request.topics:
+        # v1 has no top-level error code: the group's error goes on every partition asked for.
+        topics = tuple(
+            ctx.make(
+                "OffsetFetchResponseTopic",
+                name=wanted.name,
+                partitions=tuple(
+                    ctx.make(
+                        "OffsetFetchResponsePartition",
+                        partition_index=index,
+                        committed_offset=-1,
+                        metadata="",
+                        error_code=error(code),
+                    )
+                    for index in wanted.partition_indexes
+                ),
+            )
+            for wanted in request.topics
+        )
     return ctx.response(throttle_time=NO_THROTTLE, topics=topics, error_code=error(code))

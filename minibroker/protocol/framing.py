@@ -31,26 +31,42 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every frame body now complete, in order."""
-        self._buffer += data
+        buffer = self._buffer
+        # With nothing pending, frames are cut straight out of `data`: each body is
+        # copied once, and only an incomplete tail is kept back.
+        source: bytes | bytearray = data
+        if buffer:
+            buffer += data
+            source = buffer
         frames: list[bytes] = []
-        while True:
-            if self._expected is None:
-                if len(self._buffer) < 4:
-                    return frames
-                (size,) = _SIZE.unpack_from(self._buffer, 0)
-                if size < 0:
-                    raise FrameError(f"negative frame size {size}")
-                if size > self.max_frame_bytes:
-                    raise FrameError(
-                        f"frame of {size} bytes exceeds the limit of {self.max_frame_bytes}"
-                    )
-                self._expected = size
-                del self._buffer[:4]
-            if len(self._buffer) < self._expected:
-                return frames
-            frames.append(bytes(self._buffer[: self._expected]))
-            del self._buffer[: self._expected]
-            self._expected = None
+        position = 0
+        available = len(source)
+        expected = self._expected
+        with memoryview(source) as view:
+            while True:
+                if expected is None:
+                    if available - position < 4:
+                        break
+                    (size,) = _SIZE.unpack_from(source, position)
+                    if size < 0:
+                        raise FrameError(f"negative frame size {size}")
+                    if size > self.max_frame_bytes:
+                        raise FrameError(
+                            f"frame of {size} bytes exceeds the limit of {self.max_frame_bytes}"
+                        )
+                    expected = size
+                    position += 4
+                if available - position < expected:
+                    break
+                frames.append(bytes(view[position : position + expected]))
+                position += expected
+                expected = None
+            if source is not buffer and position < available:
+                buffer += view[position:]
+        self._expected = expected
+        if source is buffer:
+            del buffer[:position]
+        return frames
 
 
 def encode_frame(body: bytes) -> bytes:

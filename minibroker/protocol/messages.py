@@ -29,6 +29,7 @@ from kio.static.primitive import i32
 
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
 
 
 class InvalidRequest(Exception):
@@ -148,6 +149,18 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     return header, body
 
 
+def _finish_frame(out: io.BytesIO) -> bytes:
+    """Patch the size prefix and take the bytes without copying them.
+
+    getvalue() hands over the BytesIO's own buffer while no view of it exists; going
+    through getbuffer() and bytes() would copy every (possibly multi-MB) frame once more.
+    """
+    size = out.tell() - 4
+    out.seek(0)
+    out.write(_SIZE.pack(size))
+    return out.getvalue()
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """Serialise a response body with the header its API and version call for."""
     out = io.BytesIO()
@@ -158,9 +171,7 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     else:
         _writer(ResponseHeaderV0)(out, ResponseHeaderV0(correlation_id=i32(correlation_id)))
     _writer(type(response))(out, response)
-    frame = out.getbuffer()
-    struct.pack_into(">i", frame, 0, len(frame) - 4)
-    return bytes(frame)
+    return _finish_frame(out)
 
 
 def encode_request(header: RequestHeader, request: Any) -> bytes:
@@ -188,9 +199,7 @@ def encode_request(header: RequestHeader, request: Any) -> bytes:
             ),
         )
     _writer(type(request))(out, request)
-    frame = out.getbuffer()
-    struct.pack_into(">i", frame, 0, len(frame) - 4)
-    return bytes(frame)
+    return _finish_frame(out)
 
 
 def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:

@@ -135,7 +135,9 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
 
 def with_base_offset(batch: bytes, base_offset: int) -> bytes:
     """Return the batch with its base offset rewritten (CRC unaffected)."""
-    return _BASE_OFFSET.pack(base_offset) + batch[8:]
+    # join over a view copies the batch once; `+ batch[8:]` would copy it twice
+    with memoryview(batch) as view:
+        return b"".join((_BASE_OFFSET.pack(base_offset), view[8:]))
 
 
 def with_log_append_time(batch: bytes, base_offset: int, now_ms: int) -> bytes:
@@ -213,7 +215,7 @@ def _decompress(codec: int, payload: bytes) -> bytes | None:
         if codec == 4:
             return bytes(_cramjam.zstd.decompress(payload))
     except _cramjam.DecompressionError as exc:
-        raise InvalidBatch(f"{CODEC_NAMES[codec]} payload cannot be decompressed: {exc}") from exc
+        raise InvalidBatch(f"cannot decode {CODEC_NAMES[codec]} payload: {exc}") from exc
     return None
 
 

@@ -102,11 +102,22 @@ class PartitionLog:
         return self._base_offsets[index], self._batch_timestamps[index]
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3).
+
+        Like Kafka 3.7+, the offset is that record's own, not the end of its batch: a
+        batch's records need not be in timestamp order.
+        """
         if not self._batches:
             return None
         best = max(range(len(self._batches)), key=lambda i: self._batch_timestamps[i])
-        header = records.read_header(self._batches[best])
+        batch = self._batches[best]
+        header = records.read_header(batch)
+        try:
+            for record in records.iter_records(batch):
+                if record.timestamp == header.max_timestamp:
+                    return record.offset, record.timestamp
+        except records.InvalidBatch:
+            pass  # codec we do not decode here: answer at batch granularity
         return header.base_offset + header.last_offset_delta, header.max_timestamp
 
     def batches(self) -> list[bytes]:

@@ -78,7 +78,8 @@ class Topic:
 
 
 def validate_topic_name(name: str) -> None:
-    if name in (".", "..") or not LEGAL_TOPIC_NAME.match(name):
+    # fullmatch: with match(), "$" would also accept a trailing newline.
+    if name in (".", "..") or not LEGAL_TOPIC_NAME.fullmatch(name):
         raise TopicError(
             INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} is illegal: use 1-249 of [a-zA-Z0-9._-], not '.' or '..'",
@@ -92,7 +93,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             raise TopicError(INVALID_CONFIG, f"unknown topic config {name!r}")
         if value is None:
             continue
-        if name == "max.message.bytes" and (not value.isdigit() or int(value) <= 0):
+        # isascii: str.isdigit() also accepts characters such as "²" that int() refuses.
+        if name == "max.message.bytes" and (
+            not (value.isascii() and value.isdigit()) or int(value) <= 0
+        ):
             raise TopicError(INVALID_CONFIG, f"max.message.bytes must be a positive int: {value}")
         if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
             raise TopicError(INVALID_CONFIG, f"message.timestamp.type {value!r} is not valid")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import itertools
 import os
 import sys
 import time
@@ -25,6 +26,7 @@ ONE_MIB = 1024 * 1024
 # Room for a 1 MiB value plus batch and record overhead.
 LARGE_TOPIC_CONFIGS = {"max.message.bytes": str(2 * ONE_MIB)}
 LARGE_CLIENT_LIMIT = 4 * ONE_MIB
+SMALL_FETCH_LIMIT = 64 * 1024  # well below one 1 MiB record
 
 # An explicit CreateTime far from the wall clock, so a broker that rewrote it would show.
 CREATE_TIME_MS = 1_600_000_000_123
@@ -74,7 +76,7 @@ def assert_fetches_waited(broker: Broker, client_id: str, max_wait_ms: int) -> N
     """
     arrivals = fetch_arrivals(broker, client_id)
     assert len(arrivals) >= 2, f"expected repeated fetches from {client_id}, got {arrivals}"
-    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
     assert min(gaps) >= max_wait_ms / 1000 / 2, f"fetches were not held: gaps {gaps}"
 
 

@@ -21,6 +21,7 @@ from tests.interop.conftest import (
     LARGE_CLIENT_LIMIT,
     LARGE_TOPIC_CONFIGS,
     ONE_MIB,
+    SMALL_FETCH_LIMIT,
     assert_fetches_waited,
     now_ms,
     stored_batch_headers,
@@ -93,6 +94,7 @@ async def test_aiokafka_keys_headers_null_values_and_create_time(
         (b"key-1", b"value-1", [("trace", b"abc"), ("empty", b"")], CREATE_TIME_MS),
         (None, b"no key", [], CREATE_TIME_MS + 1),
         (b"tombstone", None, [("why", b"deleted")], CREATE_TIME_MS + 2),
+        (b"", b"", [("", b"")], CREATE_TIME_MS + 3),  # empty is not null
     ]
     async with producer(kafka_broker) as client:
         for key, value, headers, timestamp in sent:
@@ -101,7 +103,7 @@ async def test_aiokafka_keys_headers_null_values_and_create_time(
             )
     async with consumer(kafka_broker, topic) as reader:
         got = await consume(reader, len(sent))
-    assert [r.offset for r in got] == [0, 1, 2]
+    assert [r.offset for r in got] == [0, 1, 2, 3]
     assert [(r.key, r.value, list(r.headers), r.timestamp) for r in got] == sent
     assert {r.timestamp_type for r in got} == {0}
 
@@ -168,8 +170,9 @@ async def test_aiokafka_seek_earliest_latest_and_by_timestamp(
     tp = TopicPartition(topic, 0)
     async with producer(kafka_broker) as client:
         for i in range(5):
-            await client.send_and_wait(topic, b"%d" % i, partition=0,
-                                       timestamp_ms=CREATE_TIME_MS + i * 1000)
+            await client.send_and_wait(
+                topic, b"%d" % i, partition=0, timestamp_ms=CREATE_TIME_MS + i * 1000
+            )
         async with consumer(kafka_broker, topic) as reader:
             await reader.seek_to_end(tp)
             assert await reader.position(tp) == 5
@@ -177,9 +180,7 @@ async def test_aiokafka_seek_earliest_latest_and_by_timestamp(
             assert await reader.position(tp) == 0
             assert [r.value for r in await consume(reader, 5)] == [b"%d" % i for i in range(5)]
 
-            found = await reader.offsets_for_times(
-                {tp: CREATE_TIME_MS + 2500}
-            )
+            found = await reader.offsets_for_times({tp: CREATE_TIME_MS + 2500})
             assert (found[tp].offset, found[tp].timestamp) == (3, CREATE_TIME_MS + 3000)
             reader.seek(tp, found[tp].offset)
             assert [r.value for r in await consume(reader, 2)] == [b"3", b"4"]
@@ -191,6 +192,9 @@ async def test_aiokafka_seek_earliest_latest_and_by_timestamp(
             assert [r.value for r in await consume(reader, 1)] == [b"new"]
             assert await reader.beginning_offsets([tp]) == {tp: 0}
             assert await reader.end_offsets([tp]) == {tp: 6}
+            # Past the end: OFFSET_OUT_OF_RANGE, then auto_offset_reset=earliest applies.
+            reader.seek(tp, 100)
+            assert [r.offset for r in await consume(reader, 6)] == list(range(6))
 
 
 async def test_aiokafka_one_mebibyte_message(
@@ -206,11 +210,18 @@ async def test_aiokafka_one_mebibyte_message(
             await client.send_and_wait(default, payload, partition=0)
     assert kafka_broker.end_offsets(default) == {0: 0}
     async with consumer(
-        kafka_broker, big,
-        max_partition_fetch_bytes=LARGE_CLIENT_LIMIT, fetch_max_bytes=LARGE_CLIENT_LIMIT,
+        kafka_broker,
+        big,
+        max_partition_fetch_bytes=LARGE_CLIENT_LIMIT,
+        fetch_max_bytes=LARGE_CLIENT_LIMIT,
     ) as reader:
         [record] = await consume(reader, 1)
     assert record.key == b"big"
+    assert record.value == payload
+    # Limits below the record's size: the first batch still comes whole (KIP-74).
+    small = {"max_partition_fetch_bytes": SMALL_FETCH_LIMIT, "fetch_max_bytes": SMALL_FETCH_LIMIT}
+    async with consumer(kafka_broker, big, **small) as reader:
+        [record] = await consume(reader, 1)
     assert record.value == payload
 
 
@@ -218,9 +229,7 @@ async def test_aiokafka_256_partitions(kafka_broker: Broker, kafka_topic: TopicF
     partitions = 256
     topic = kafka_topic(partitions=partitions)
     async with producer(kafka_broker, linger_ms=5) as client:
-        futures = [
-            await client.send(topic, b"p%d" % p, partition=p) for p in range(partitions)
-        ]
+        futures = [await client.send(topic, b"p%d" % p, partition=p) for p in range(partitions)]
         await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT)
     assert kafka_broker.end_offsets(topic) == {p: 1 for p in range(partitions)}
     async with consumer(kafka_broker, topic, partitions) as reader:

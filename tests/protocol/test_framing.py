@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -63,7 +64,7 @@ def test_any_split_of_the_stream_gives_the_same_frames(
     points = sorted({0, len(stream), *(c for c in cuts if c <= len(stream))})
     decoder = FrameDecoder()
     frames: list[bytes] = []
-    for start, end in zip(points, points[1:], strict=False):
+    for start, end in itertools.pairwise(points):
         frames += decoder.feed(stream[start:end])
     assert frames == bodies
     assert decoder.buffered == 0
@@ -93,7 +94,7 @@ def test_limit_checked_after_earlier_frames_in_the_same_feed() -> None:
         decoder.feed(encode_frame(b"ok") + struct.pack(">i", 5))
 
 
-@pytest.mark.parametrize("size", [-1, -2**31, -100])
+@pytest.mark.parametrize("size", [-1, -(2**31), -100])
 def test_negative_size_raises(size: int) -> None:
     with pytest.raises(FrameError, match="negative"):
         FrameDecoder().feed(struct.pack(">i", size) + b"abcd")

@@ -24,9 +24,7 @@ from minibroker.protocol.records import (
 
 optional_bytes = st.none() | st.binary(max_size=64)
 record_lists = st.lists(st.tuples(optional_bytes, optional_bytes), min_size=1, max_size=20)
-header_lists = st.lists(
-    st.tuples(st.text(max_size=10), st.binary(max_size=10)), max_size=3
-)
+header_lists = st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=10)), max_size=3)
 
 
 def _recrc(batch: bytearray) -> bytes:

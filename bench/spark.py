@@ -1,0 +1,291 @@
+"""PySpark benchmarks of the "minibroker" Kafka data source.
+
+    python -m bench.spark [--quick] [--runs N]
+
+The broker runs in a child process (bench/runner.py) so its event loop does not share a
+GIL with the Spark driver's Python side. Records are 100-byte values over 4 partitions,
+produced with confluent-kafka. Measured, each as the median of several runs:
+
+- read rate: one Trigger.AvailableNow query reading 1,000,000 records into the "noop"
+  sink (records/s), and the same through a batch read;
+- one AvailableNow batch of 100,000 records, into "noop" and into the memory sink;
+- where the time goes: the same rows from an in-memory Python data source (Spark's
+  Python source machinery without Kafka, the anchor), the reader alone outside Spark
+  (confluent-kafka fetch plus Arrow conversion), confluent-kafka alone, the fixed cost of
+  an AvailableNow query over an empty topic, and Spark's own split of a batch
+  (durationMs: latestOffset, queryPlanning, addBatch, walCommit).
+
+Results go to stdout and bench/SPARK_RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "SPARK_RESULTS.md"
+VALUE = b"v" * 100
+PARTITIONS = 4
+
+
+@contextmanager
+def broker_process() -> Iterator[tuple[str, Callable[[str, int], None]]]:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.runner", "serve", "minibroker"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    ready = child.stdout.readline().split()
+    assert ready and ready[0] == "READY", ready
+
+    def create(name: str, partitions: int) -> None:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(f"topic {name} {partitions}\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "OK"
+
+    try:
+        yield ready[1], create
+    finally:
+        child.stdin.write("quit\n")
+        child.stdin.flush()
+        child.wait(30)
+
+
+def produce(bootstrap: str, topic: str, count: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000,
+                         "partitioner": "murmur2_random", "log_level": 3})
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    return time.perf_counter() - started
+
+
+def confluent_only(bootstrap: str, topic: str, count: int) -> float:
+    """confluent-kafka consuming every record, no Arrow and no Spark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
+                         "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    seen = 0
+    started = time.perf_counter()
+    while seen < count:
+        seen += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return elapsed
+
+
+def reader_only(bootstrap: str, topic: str, count: int) -> float:
+    """The source's partition reader (fetch + Arrow batches) outside Spark, one
+    partition after another as a single Spark task would."""
+    from fixtures.spark.kafka_io import TopicPartitionRange, kafka_arrow_schema, read_range
+    from fixtures.spark.options import parse_source_options
+
+    options = parse_source_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
+    )
+    schema = kafka_arrow_schema()
+    per = count // PARTITIONS
+    rows = 0
+    started = time.perf_counter()
+    for partition in range(PARTITIONS):
+        for batch in read_range(options, TopicPartitionRange(topic, partition, 0, per), schema):
+            rows += batch.num_rows
+    assert rows == count, rows
+    return time.perf_counter() - started
+
+
+def in_memory_source(spark: Any, count: int) -> Callable[[], float]:
+    """An anchor: a Python data source producing the same columns from memory."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from fixtures.spark.kafka_io import kafka_arrow_schema
+    from fixtures.spark.source import kafka_schema
+
+    class Generated(DataSourceReader):  # type: ignore[misc]
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(p) for p in range(PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            schema = kafka_arrow_schema()
+            per = count // PARTITIONS
+            for begin in range(0, per, 10_000):
+                n = min(10_000, per - begin)
+                yield pa.RecordBatch.from_arrays([
+                    pa.array([None] * n, pa.binary()),
+                    pa.array([VALUE] * n, pa.binary()),
+                    pa.array(["t"] * n, pa.string()),
+                    pa.array([partition.value] * n, pa.int32()),
+                    pa.array(range(begin, begin + n), pa.int64()),
+                    pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+                    pa.array([0] * n, pa.int32()),
+                ], schema=schema)
+
+    class GeneratedSource(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "bench_generated"
+
+        def schema(self) -> Any:
+            return kafka_schema()
+
+        def reader(self, schema: Any) -> Generated:
+            return Generated()
+
+    spark.dataSource.register(GeneratedSource)
+
+    def run() -> float:
+        started = time.perf_counter()
+        spark.read.format("bench_generated").load().write.format("noop").mode(
+            "overwrite").save()
+        return time.perf_counter() - started
+
+    return run
+
+
+def available_now(spark: Any, bootstrap: str, topic: str, sink: str) -> tuple[float, Any]:
+    """One AvailableNow query from the earliest offsets; (seconds, the finished query)."""
+    checkpoint = tempfile.mkdtemp(prefix="bench-spark-")
+    df = (spark.readStream.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).option("startingOffsets", "earliest").load())
+    writer = df.writeStream.format(sink).option("checkpointLocation", checkpoint).trigger(
+        availableNow=True)
+    if sink == "memory":
+        writer = writer.queryName(f"bench_{os.getpid()}_{time.monotonic_ns()}")
+    started = time.perf_counter()
+    query = writer.start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return elapsed, query
+
+
+def batch_read(spark: Any, bootstrap: str, topic: str) -> float:
+    started = time.perf_counter()
+    (spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
+     .option("subscribe", topic).load().write.format("noop").mode("overwrite").save())
+    return time.perf_counter() - started
+
+
+def durations(query: Any) -> dict[str, int]:
+    """Spark's split of the query's batches (ms), summed over its progress reports."""
+    total: dict[str, int] = {}
+    for progress in query.recentProgress:
+        for name, ms in (progress.get("durationMs") or {}).items():
+            total[name] = total.get(name, 0) + int(ms)
+    return total
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer records, one run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true", help="do not update the results")
+    args = parser.parse_args(argv)
+    big = 200_000 if args.quick else 1_000_000
+    small = 100_000
+    runs = 1 if args.quick else args.runs
+
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from fixtures.spark.session import make_session
+
+    started = time.perf_counter()
+    spark = make_session()
+    session_s = time.perf_counter() - started
+
+    rows: list[tuple[str, str]] = []
+    with broker_process() as (bootstrap, create_topic):
+        create_topic("big", PARTITIONS)
+        create_topic("small", PARTITIONS)
+        create_topic("empty", PARTITIONS)
+        produce_s = produce(bootstrap, "big", big)
+        produce(bootstrap, "small", small)
+
+        # Warm the Python workers once so the first timed run is not the odd one out.
+        available_now(spark, bootstrap, "small", "noop")
+
+        stream_big, batch_big, stream_small, memory_small, empty = [], [], [], [], []
+        anchor, reader, client = [], [], []
+        anchor_run = in_memory_source(spark, big)
+        anchor_run()
+        split: dict[str, int] = {}
+        for _ in range(runs):
+            seconds, query = available_now(spark, bootstrap, "big", "noop")
+            stream_big.append(seconds)
+            split = durations(query)
+            batch_big.append(batch_read(spark, bootstrap, "big"))
+            stream_small.append(available_now(spark, bootstrap, "small", "noop")[0])
+            memory_small.append(available_now(spark, bootstrap, "small", "memory")[0])
+            empty.append(available_now(spark, bootstrap, "empty", "noop")[0])
+            anchor.append(anchor_run())
+            reader.append(reader_only(bootstrap, "big", big))
+            client.append(confluent_only(bootstrap, "big", big))
+
+    spark.stop()
+    rate = big / median(stream_big)
+    rows = [
+        (f"AvailableNow, {big:,} records -> noop sink",
+         f"{median(stream_big):.1f} s, {rate:,.0f} records/s"),
+        (f"batch read, {big:,} records -> noop sink",
+         f"{median(batch_big):.1f} s, {big / median(batch_big):,.0f} records/s"),
+        (f"one AvailableNow batch, {small:,} records -> noop sink",
+         f"{median(stream_small):.2f} s"),
+        (f"one AvailableNow batch, {small:,} records -> memory sink",
+         f"{median(memory_small):.2f} s"),
+        ("AvailableNow over an empty topic (fixed cost per query)", f"{median(empty):.2f} s"),
+        (f"anchor: in-memory Python source, {big:,} rows -> noop",
+         f"{median(anchor):.1f} s, {big / median(anchor):,.0f} rows/s"),
+        (f"reader alone (fetch + Arrow), {big:,} records, one task",
+         f"{median(reader):.1f} s, {big / median(reader):,.0f} records/s"),
+        (f"confluent-kafka alone, {big:,} records, one consumer",
+         f"{median(client):.1f} s, {big / median(client):,.0f} records/s"),
+        (f"produce {big:,} records (confluent-kafka, for scale)",
+         f"{produce_s:.1f} s, {big / produce_s:,.0f} records/s"),
+        ("SparkSession start (local[2])", f"{session_s:.1f} s"),
+        ("Spark's split of the big AvailableNow query (ms)",
+         ", ".join(f"{k} {v}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])[:6])),
+        ("ratio: AvailableNow read time / in-memory anchor",
+         f"{median(stream_big) / median(anchor):.2f}x"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    table = "\n".join(f"| {name.ljust(width)} | {value} |" for name, value in rows)
+    header = (f"| {'measure'.ljust(width)} | result |\n|{'-' * (width + 2)}|--------|")
+    machine = f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}"
+    text = (f"# PySpark source benchmark\n\nMedians of {runs} run(s); {machine}; "
+            f"`python -m bench.spark{' --quick' if args.quick else ''}`.\n\n"
+            f"{header}\n{table}\n")
+    print(text)
+    if not args.no_write:
+        RESULTS.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""explain_assignment and its command line (seeds 000 and 002)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from consumer.explain import Member, explain_assignment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def seed_000_members() -> list[Member]:
+    return [Member(f"{host}-{i}", host) for host in "ABC" for i in range(6)]
+
+
+def test_seed_000_idle_members_and_the_host_they_sit_on() -> None:
+    result = explain_assignment(seed_000_members(), ["my-topic"], {"my-topic": 6}, "range")
+    assert len(result.idle) == 12
+    assert all(result.assignment[f"A-{i}"] for i in range(6))
+    assert len(result.warnings) == 1
+    warning = result.warnings[0]
+    assert warning.startswith(
+        "18 consumers, 6 partitions: 12 members will receive nothing; "
+        "the first 6 in sort order are all on host A"
+    )
+    assert "hosts B, C will sit idle" in warning
+
+
+def test_roundrobin_spreads_seed_000_over_hosts_but_still_warns_idle() -> None:
+    result = explain_assignment(seed_000_members(), ["my-topic"], {"my-topic": 6}, "roundrobin")
+    assert len(result.idle) == 12
+    assert "12 members will receive nothing" in result.warnings[0]
+    assert "host A" not in result.warnings[0]
+
+
+def test_range_skew_across_many_topics() -> None:
+    topics = {f"t{i}": 4 for i in range(5)}
+    result = explain_assignment(["x", "y", "z"], list(topics), topics, "range")
+    assert result.counts() == {"x": 10, "y": 5, "z": 5}
+    (warning,) = result.warnings
+    assert warning.startswith("range skew across 5 topics")
+    assert "x gets 10 partitions, y gets 5 (difference 5)" in warning
+    assert "roundrobin would give 6-7 each" in warning
+
+
+def test_no_warnings_when_even() -> None:
+    result = explain_assignment(["a", "b"], ["t"], {"t": 4}, "range")
+    assert result.warnings == []
+    assert result.counts() == {"a": 2, "b": 2}
+
+
+def test_roundrobin_unequal_subscriptions_warns_about_starved_member() -> None:
+    subs = {"C0": ["t0"], "C1": ["t0", "t1"], "C2": ["t0", "t1", "t2"]}
+    result = explain_assignment(list(subs), subs, {"t0": 1, "t1": 2, "t2": 3}, "roundrobin")
+    assert result.counts() == {"C0": 1, "C1": 1, "C2": 4}
+    assert any("C2 gets 4 partitions while C1 gets 1" in w for w in result.warnings)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "consumer.explain", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_seed_000() -> None:
+    done = run_cli("--topic", "my-topic:6", "--hosts", "A,B,C", "--per-host", "6")
+    assert done.returncode == 0, done.stderr
+    assert "the first 6 in sort order are all on host A" in done.stdout
+    assert "A-0 @A  [1]  my-topic: 0" in done.stdout
+
+
+def test_cli_seed_002_roundrobin_json() -> None:
+    done = run_cli(
+        "--topic", "t0:1", "--topic", "t1:2", "--topic", "t2:3",
+        "--member", "C0=t0", "--member", "C1=t0,t1", "--member", "C2=t0,t1,t2",
+        "--strategy", "roundrobin", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["assignment"] == {
+        "C0": {"t0": [0]},
+        "C1": {"t1": [0]},
+        "C2": {"t1": [1], "t2": [0, 1, 2]},
+    }
+
+
+def test_cli_fail_on_warning_and_bad_input() -> None:
+    warned = run_cli("--topic", "t:1", "--member", "a", "--member", "b", "--fail-on-warning")
+    assert warned.returncode == 1
+    bad = run_cli("--topic", "no-count", "--member", "a")
+    assert bad.returncode == 2
+    assert "NAME:PARTITIONS" in bad.stderr

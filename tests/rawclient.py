@@ -1,0 +1,148 @@
+"""A blocking raw-socket Kafka client for tests: encoded requests out, decoded responses in.
+
+It sends whatever it is given, well-formed or not, and reads frames back without any of
+a real client's retries or version negotiation, so tests can see exactly what the
+broker answers (or that it closed the connection).
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+from types import ModuleType, TracebackType
+from typing import Any
+
+from minibroker.protocol import messages
+from minibroker.protocol.messages import RequestHeader
+
+
+def request_module(api_key: int, version: int) -> ModuleType:
+    module = messages.request_module(api_key, version)
+    assert module is not None, f"kio has no request for api {api_key} v{version}"
+    return module
+
+
+def make_request(api_key: int, version: int, **fields: Any) -> Any:
+    """The request entity at this version; fields the version lacks are dropped."""
+    cls = messages.request_class(api_key, version)
+    assert cls is not None, f"kio has no request for api {api_key} v{version}"
+    return messages.build(cls, **fields)
+
+
+def make(api_key: int, version: int, struct_name: str, **fields: Any) -> Any:
+    """A nested request structure (by its schema name) at this version."""
+    return messages.build(getattr(request_module(api_key, version), struct_name), **fields)
+
+
+def encode(
+    api_key: int,
+    version: int,
+    request: Any,
+    correlation_id: int,
+    client_id: str | None = "rawclient",
+) -> bytes:
+    header = RequestHeader(api_key, version, correlation_id, client_id)
+    return messages.encode_request(header, request)
+
+
+def parse_host_port(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.rpartition(":")
+    return host, int(port)
+
+
+class RawClient:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "rawclient"):
+        self.sock = socket.create_connection(parse_host_port(bootstrap), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self._ids = itertools.count(1)
+        self._buffer = bytearray()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # --- sending ---
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, api_key: int, version: int, request: Any) -> int:
+        """Send one request; return its correlation id."""
+        correlation_id = next(self._ids)
+        self.send_bytes(encode(api_key, version, request, correlation_id, self.client_id))
+        return correlation_id
+
+    # --- receiving ---
+
+    def _fill(self, count: int) -> bool:
+        while len(self._buffer) < count:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return False
+            self._buffer += chunk
+        return True
+
+    def recv_frame(self) -> bytes | None:
+        """The next response frame body (without its size), or None at end of stream."""
+        if not self._fill(4):
+            return None
+        (size,) = struct.unpack_from(">i", self._buffer)
+        if not self._fill(4 + size):
+            return None
+        frame = bytes(self._buffer[4 : 4 + size])
+        del self._buffer[: 4 + size]
+        return frame
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        frame = self.recv_frame()
+        if frame is None:
+            raise ConnectionError("the broker closed the connection")
+        return messages.decode_response(frame, api_key, version)
+
+    def request(self, api_key: int, version: int, request: Any) -> Any:
+        """Send and wait for the matching response body."""
+        correlation_id = self.send(api_key, version, request)
+        got, body = self.receive(api_key, version)
+        assert got == correlation_id, f"correlation id {got}, expected {correlation_id}"
+        return body
+
+    def call(self, api_key: int, version: int, **fields: Any) -> Any:
+        return self.request(api_key, version, make_request(api_key, version, **fields))
+
+    def drain_until_closed(self, timeout: float = 10.0) -> list[bytes]:
+        """Read every frame until the broker closes the connection; fail on timeout."""
+        frames: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        self.sock.settimeout(timeout)
+        while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the broker kept the connection open")
+            try:
+                frame = self.recv_frame()
+            except ConnectionResetError:
+                return frames
+            if frame is None:
+                return frames
+            frames.append(frame)
+
+    def is_closed_by_peer(self, timeout: float = 10.0) -> bool:
+        """True when the broker closes the connection (EOF or reset) within `timeout`."""
+        try:
+            return not self.drain_until_closed(timeout)
+        except TimeoutError:
+            return False
+        except OSError:
+            return True

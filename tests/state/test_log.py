@@ -1,0 +1,187 @@
+"""PartitionLog: offsets, reads under a byte budget, timestamp lookups, LogAppendTime."""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minibroker.protocol import records
+from minibroker.protocol.records import build_batch, iter_records, read_header, split_batches
+from minibroker.state.log import PartitionLog
+
+
+def _append(log: PartitionLog, count: int, timestamp: int = 1000, value: bytes = b"v") -> int:
+    batch = build_batch([(None, value)] * count, timestamp_ms=timestamp)
+    return log.append(read_header(batch), batch).base_offset
+
+
+def test_empty_log() -> None:
+    log = PartitionLog()
+    assert log.next_offset == log.high_watermark == log.log_start_offset == 0
+    assert log.read(0, 1 << 20) == b""
+    assert log.offset_for_timestamp(0) is None
+    assert log.max_timestamp() is None
+
+
+def test_append_assigns_consecutive_offsets() -> None:
+    log = PartitionLog()
+    assert _append(log, 3) == 0
+    assert _append(log, 1) == 3
+    assert _append(log, 5) == 4
+    assert log.next_offset == log.high_watermark == 9
+    assert log.batch_count == 3
+    stored = log.batches()
+    assert [read_header(b).base_offset for b in stored] == [0, 3, 4]
+    assert log.size_bytes == sum(len(b) for b in stored)
+    # Stored batches stay valid (the base offset is outside the CRC).
+    assert [r.offset for b in stored for r in iter_records(b)] == list(range(9))
+
+
+def test_append_ignores_the_producers_base_offset() -> None:
+    log = PartitionLog()
+    batch = build_batch([(b"k", b"v")], base_offset=777)
+    assert log.append(read_header(batch), batch).base_offset == 0
+    assert read_header(log.batches()[0]).base_offset == 0
+
+
+def test_read_from_the_middle_of_a_batch_returns_the_whole_batch() -> None:
+    log = PartitionLog()
+    _append(log, 5)
+    _append(log, 5)
+    data = log.read(7, 1 << 20)
+    [(header, _)] = split_batches(data)
+    assert header.base_offset == 5
+    assert log.read(10, 1 << 20) == b""
+    assert log.read(11, 1 << 20) == b""
+
+
+def test_read_respects_max_bytes() -> None:
+    log = PartitionLog()
+    for _ in range(4):
+        _append(log, 1, value=b"x" * 100)
+    size = len(log.batches()[0])
+    assert len(split_batches(log.read(0, size * 2))) == 2
+    assert len(split_batches(log.read(0, size * 2 + size // 2))) == 2
+    assert len(split_batches(log.read(0, size * 10))) == 4
+    assert len(split_batches(log.read(2, size * 10))) == 2
+
+
+def test_oversized_first_batch_is_returned_whole() -> None:
+    log = PartitionLog()
+    _append(log, 1, value=b"x" * 5000)
+    _append(log, 1, value=b"y")
+    data = log.read(0, 100)
+    [(header, batch)] = split_batches(data)
+    assert header.base_offset == 0
+    assert len(batch) > 5000
+    assert log.read(0, 100, allow_oversized_first=False) == b""
+
+
+@given(sizes=st.lists(st.integers(1, 300), min_size=1, max_size=15), budget=st.integers(1, 3000))
+@settings(max_examples=100, deadline=None)
+def test_read_budget_property(sizes: list[int], budget: int) -> None:
+    log = PartitionLog()
+    for size in sizes:
+        _append(log, 1, value=b"z" * size)
+    lengths = [len(b) for b in log.batches()]
+    got = [len(b) for _, b in split_batches(log.read(0, budget))]
+    assert got == lengths[: len(got)]
+    assert got, "the first batch always comes back"
+    assert sum(got) <= budget or len(got) == 1
+    if len(got) < len(lengths):
+        assert sum(got) + lengths[len(got)] > budget or sum(got) >= budget
+
+
+def test_offset_for_timestamp_with_non_monotonic_timestamps() -> None:
+    log = PartitionLog()
+    _append(log, 2, timestamp=100)  # offsets 0-1
+    _append(log, 2, timestamp=500)  # offsets 2-3
+    _append(log, 2, timestamp=300)  # offsets 4-5: older than the batch before
+    _append(log, 2, timestamp=900)  # offsets 6-7
+    assert log.offset_for_timestamp(0) == (0, 100)
+    assert log.offset_for_timestamp(100) == (0, 100)
+    assert log.offset_for_timestamp(101) == (2, 500)
+    # 300 <= 500: the first record at or after 300 is offset 2, not the 300 batch.
+    assert log.offset_for_timestamp(300) == (2, 500)
+    assert log.offset_for_timestamp(501) == (6, 900)
+    assert log.offset_for_timestamp(901) is None
+    assert log.max_timestamp() == (6, 900)  # the first record holding the maximum
+
+
+@given(
+    timestamps=st.lists(st.integers(0, 10_000), min_size=1, max_size=20),
+    target=st.integers(0, 11_000),
+)
+@settings(max_examples=150, deadline=None)
+def test_offset_for_timestamp_matches_a_linear_scan(timestamps: list[int], target: int) -> None:
+    log = PartitionLog()
+    for timestamp in timestamps:
+        _append(log, 1, timestamp=timestamp)
+    expected = next(((offset, ts) for offset, ts in enumerate(timestamps) if ts >= target), None)
+    assert log.offset_for_timestamp(target) == expected
+
+
+def _varint(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw > 0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def _batch_with_timestamp_deltas(base_timestamp: int, deltas: list[int]) -> bytes:
+    payload = bytearray()
+    for index, delta in enumerate(deltas):
+        record = b"\x00" + _varint(delta) + _varint(index) + _varint(-1) + _varint(1) + b"v"
+        record += _varint(0)
+        payload += _varint(len(record)) + record
+    head = bytearray(build_batch([(None, b"v")] * len(deltas), timestamp_ms=base_timestamp))
+    del head[records.HEADER_SIZE :]
+    struct.pack_into(">q", head, 35, base_timestamp + max(deltas))
+    struct.pack_into(">i", head, 8, records.HEADER_SIZE - 12 + len(payload))
+    full = head + payload
+    struct.pack_into(">I", full, 17, records.crc32c(bytes(full[records.CRC_START :])))
+    return bytes(full)
+
+
+def test_offset_for_timestamp_inside_a_batch() -> None:
+    log = PartitionLog()
+    [(header, raw)] = split_batches(_batch_with_timestamp_deltas(100, [0, 10, 20]))
+    log.append(header, raw)
+    assert log.offset_for_timestamp(105) == (1, 110)
+    assert log.offset_for_timestamp(111) == (2, 120)
+    assert log.offset_for_timestamp(121) is None
+
+
+def test_offset_for_timestamp_inside_a_batch_with_unordered_records() -> None:
+    log = PartitionLog()
+    [(header, raw)] = split_batches(_batch_with_timestamp_deltas(100, [30, 0, 50, 10]))
+    log.append(header, raw)
+    assert log.offset_for_timestamp(5) == (0, 130)
+    assert log.offset_for_timestamp(131) == (2, 150)
+    assert log.max_timestamp() == (2, 150)
+
+
+def test_log_append_time_rewrite_keeps_a_valid_crc() -> None:
+    log = PartitionLog()
+    _append(log, 1)
+    batch = build_batch([(b"k", b"v"), (b"k2", b"v2")], timestamp_ms=5)
+    result = log.append(read_header(batch), batch, log_append_time_ms=1_234_567)
+    assert result.base_offset == 1
+    assert result.log_append_time == 1_234_567
+    stored = log.batches()[1]
+    [(header, _)] = split_batches(stored)  # CRC checked here
+    assert header.base_offset == 1
+    assert header.attributes & records.TIMESTAMP_TYPE_FLAG
+    assert [r.timestamp for r in iter_records(stored)] == [1_234_567, 1_234_567]
+    assert log.offset_for_timestamp(1_000_000) == (1, 1_234_567)
+
+
+def test_create_time_append_reports_no_append_time() -> None:
+    log = PartitionLog()
+    batch = build_batch([(b"k", b"v")], timestamp_ms=5)
+    assert log.append(read_header(batch), batch).log_append_time == -1

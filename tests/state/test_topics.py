@@ -1,0 +1,197 @@
+"""TopicRegistry: names, configs, partitions, leaders, and the error codes of each refusal."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minibroker.state.topics import (
+    INVALID_CONFIG,
+    INVALID_PARTITIONS,
+    INVALID_REPLICATION_FACTOR,
+    INVALID_TOPIC_EXCEPTION,
+    TOPIC_ALREADY_EXISTS,
+    TOPIC_CONFIG_DEFAULTS,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    TopicError,
+    TopicRegistry,
+    validate_topic_name,
+)
+
+
+def _registry(brokers: list[int] | None = None) -> TopicRegistry:
+    ids = brokers or [0]
+    return TopicRegistry(lambda: ids)
+
+
+def _code(call: object, *args: object, **kwargs: object) -> int:
+    assert callable(call)
+    with pytest.raises(TopicError) as info:
+        call(*args, **kwargs)
+    return info.value.error_code
+
+
+def test_create_and_look_up() -> None:
+    registry = _registry()
+    topic = registry.create("orders", 3)
+    assert topic is not None
+    assert registry.get("orders") is topic
+    assert registry.by_id(topic.topic_id) is topic
+    assert "orders" in registry and "other" not in registry
+    assert [p.index for p in topic.partitions] == [0, 1, 2]
+    assert [t.name for t in registry] == ["orders"]
+
+
+def test_names_are_sorted() -> None:
+    registry = _registry()
+    for name in ["b", "a", "c.d", "A_1"]:
+        registry.create(name, 1)
+    assert registry.names() == sorted(["b", "a", "c.d", "A_1"])
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", ".", "..", "a b", "a/b", "ä", "x" * 250, "abc\n", "tab\t", "a:b", "a,b"],
+)
+def test_illegal_names(name: str) -> None:
+    assert _code(_registry().create, name, 1) == INVALID_TOPIC_EXCEPTION == 17
+
+
+@pytest.mark.parametrize("name", ["a", "x" * 249, "a.b_c-D9", "...", "_", "-"])
+def test_legal_names(name: str) -> None:
+    validate_topic_name(name)
+    assert _registry().create(name, 1) is not None
+
+
+@given(st.text(max_size=260))
+@settings(max_examples=200, deadline=None)
+def test_name_rule_matches_kafka(name: str) -> None:
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+    legal = 1 <= len(name) <= 249 and set(name) <= allowed and name not in (".", "..")
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        assert not legal
+        assert exc.error_code == INVALID_TOPIC_EXCEPTION
+    else:
+        assert legal
+
+
+def test_duplicate_name() -> None:
+    registry = _registry()
+    registry.create("t", 1)
+    assert _code(registry.create, "t", 2) == TOPIC_ALREADY_EXISTS == 36
+
+
+@pytest.mark.parametrize("count", [0, -1, 100_001])
+def test_bad_partition_counts(count: int) -> None:
+    assert _code(_registry().create, "t", count) == INVALID_PARTITIONS == 37
+
+
+@pytest.mark.parametrize("factor", [0, -1, 2])
+def test_replication_factor_must_fit_the_brokers(factor: int) -> None:
+    assert _code(_registry().create, "t", 1, replication_factor=factor) == 38
+    assert INVALID_REPLICATION_FACTOR == 38
+
+
+def test_replication_factor_up_to_the_broker_count() -> None:
+    assert _registry([0, 1, 2]).create("t", 1, replication_factor=3) is not None
+
+
+def test_leaders_are_spread_round_robin() -> None:
+    registry = _registry([2, 0, 1])
+    topic = registry.create("t", 5)
+    assert topic is not None
+    assert [p.leader for p in topic.partitions] == [0, 1, 2, 0, 1]
+    registry.add_partitions("t", 7)
+    assert [p.leader for p in topic.partitions] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_configs_are_stored_and_defaults_fill_in() -> None:
+    registry = _registry()
+    topic = registry.create(
+        "t",
+        1,
+        configs={
+            "max.message.bytes": "2048",
+            "message.timestamp.type": "LogAppendTime",
+            "retention.ms": None,
+        },
+    )
+    assert topic is not None
+    assert topic.configs == {"max.message.bytes": "2048", "message.timestamp.type": "LogAppendTime"}
+    assert topic.max_message_bytes == 2048
+    assert topic.log_append_time
+    assert topic.config("retention.ms") == TOPIC_CONFIG_DEFAULTS["retention.ms"]
+    plain = registry.create("u", 1)
+    assert plain is not None
+    assert plain.max_message_bytes == int(TOPIC_CONFIG_DEFAULTS["max.message.bytes"])
+    assert not plain.log_append_time
+
+
+@pytest.mark.parametrize(
+    "configs",
+    [
+        {"no.such.config": "1"},
+        {"max.message.bytes": "0"},
+        {"max.message.bytes": "-5"},
+        {"max.message.bytes": "lots"},
+        {"max.message.bytes": "²"},
+        {"max.message.bytes": ""},
+        {"message.timestamp.type": "Whenever"},
+    ],
+)
+def test_bad_configs(configs: dict[str, str]) -> None:
+    registry = _registry()
+    assert _code(registry.create, "t", 1, configs=configs) == INVALID_CONFIG == 40
+    assert "t" not in registry
+
+
+def test_validate_only_creates_nothing_but_still_validates() -> None:
+    registry = _registry()
+    assert registry.create("t", 2, validate_only=True) is None
+    assert "t" not in registry
+    assert _code(registry.create, "bad name", 1, validate_only=True) == INVALID_TOPIC_EXCEPTION
+
+
+def test_delete() -> None:
+    registry = _registry()
+    topic = registry.create("t", 1)
+    assert topic is not None
+    assert registry.delete("t") is topic
+    assert registry.get("t") is None and registry.by_id(topic.topic_id) is None
+    assert _code(registry.delete, "t") == UNKNOWN_TOPIC_OR_PARTITION == 3
+    again = registry.create("t", 1)
+    assert again is not None and again.topic_id != topic.topic_id
+
+
+def test_add_partitions() -> None:
+    registry = _registry()
+    registry.create("t", 2)
+    registry.add_partitions("t", 3, validate_only=True)
+    topic = registry.get("t")
+    assert topic is not None and len(topic.partitions) == 2
+    registry.add_partitions("t", 4)
+    assert [p.index for p in topic.partitions] == [0, 1, 2, 3]
+    assert _code(registry.add_partitions, "t", 4) == INVALID_PARTITIONS
+    assert _code(registry.add_partitions, "t", 1) == INVALID_PARTITIONS
+    assert _code(registry.add_partitions, "t", 100_001) == INVALID_PARTITIONS
+    assert _code(registry.add_partitions, "nope", 5) == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_change_callbacks() -> None:
+    registry = _registry()
+    calls: list[str] = []
+    registry.on_change.append(lambda: calls.append("changed"))
+    registry.create("t", 1)
+    registry.create("v", 1, validate_only=True)
+    registry.add_partitions("t", 2)
+    registry.delete("t")
+    assert calls == ["changed"] * 3
+
+
+def test_error_carries_a_message() -> None:
+    with pytest.raises(TopicError) as info:
+        _registry().create("a b", 1)
+    assert "a b" in info.value.message and str(info.value) == info.value.message
