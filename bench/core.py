@@ -412,8 +412,11 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f}"
 
 
+Check = Callable[[float, float | None], bool]
+
+
 def table(samples: Samples, plan: Plan) -> list[str]:
-    rows = [
+    rows: list[tuple[str, str, str, str, Check | None]] = [
         (
             "start to first Metadata, AdminClient.list_topics, cold",
             "start_client",

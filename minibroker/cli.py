@@ -8,9 +8,25 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
 from minibroker.broker import Broker
 from minibroker.state.topics import TopicError
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an int within [low, high], refused with a clear message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not within {low}..{high}")
+        return value
+
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,10 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("command", nargs="?", default="serve", choices=["serve"])
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=9092, help="port (0 picks a free one)")
+    parser.add_argument(
+        "--port", type=_int_in(0, 65535), default=9092, help="port (0 picks a free one)"
+    )
     parser.add_argument(
         "--partitions",
-        type=int,
+        type=_int_in(1, 100_000),
         default=1,
         help="partitions of auto-created topics (num.partitions)",
     )
@@ -36,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME[:PARTITIONS]",
         help="create a topic at start (repeatable)",
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+    )
     return parser
 
 
@@ -49,7 +72,7 @@ async def _serve(args: argparse.Namespace) -> int:
     )
     try:
         await broker.start()
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:
         print(f"minibroker: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
     for spec in args.topic:

@@ -18,8 +18,11 @@ class BrokerConfig:
     auto_create_topics: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions, for auto-created topics and -1 requests
     message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES  # default max.message.bytes of topics
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # socket.request.max.bytes
-    max_connections: int = 1024  # max.connections
+    # socket.request.max.bytes: a request frame declaring more closes its connection.
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    # max.connections, per node: a connection beyond it is closed as soon as it is
+    # accepted, before any request is read; connections already open are unaffected.
+    max_connections: int = 1024
     offsets_topic_partitions: int = 50  # offsets.topic.num.partitions
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 100  # group.min.session.timeout.ms (Kafka: 6000)

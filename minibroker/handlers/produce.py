@@ -23,6 +23,21 @@ from minibroker.state.topics import Topic
 VALID_ACKS = (0, 1, -1)
 
 
+# The smallest record is 7 bytes (length, attributes, timestamp delta, offset delta, key
+# and value lengths, header count: one varint byte each). Compressed payloads are bounded
+# by a generous expansion ratio. This keeps a lying header from moving the log end offset
+# by billions without decoding records on the hot path.
+MIN_RECORD_BYTES = 7
+MAX_COMPRESSION_RATIO = 2048
+
+
+def _max_records(compression: int, batch_bytes: int) -> int:
+    payload = max(batch_bytes - records.HEADER_SIZE, 0)
+    if compression == 0:
+        return payload // MIN_RECORD_BYTES
+    return payload * MAX_COMPRESSION_RATIO // MIN_RECORD_BYTES
+
+
 class _Rejected(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -60,6 +75,11 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
             ErrorCode.invalid_record,
             f"record count {header.record_count} does not match offset delta "
             f"{header.last_offset_delta}",
+        )
+    if header.record_count > _max_records(header.compression, len(batch)):
+        raise _Rejected(
+            ErrorCode.invalid_record,
+            f"{header.record_count} records cannot fit in a {len(batch)}-byte batch",
         )
     if len(batch) > topic.max_message_bytes:
         raise _Rejected(

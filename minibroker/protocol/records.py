@@ -12,7 +12,6 @@ and leader epoch can be rewritten without recomputing it.
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -35,6 +34,10 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+
+# Decoding is off the hot path (timestamp lookups, tools); a bound keeps a small
+# compressed batch from expanding without limit.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -201,10 +204,14 @@ def _decompress(codec: int, payload: bytes) -> bytes | None:
     if codec == 0:
         return payload
     if codec == 1:
+        inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
         try:
-            return gzip.decompress(payload)
-        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+            out = inflater.decompress(payload, MAX_DECOMPRESSED_BYTES)
+        except zlib.error as exc:
             raise InvalidBatch(f"gzip payload cannot be decompressed: {exc}") from exc
+        if inflater.unconsumed_tail:
+            raise InvalidBatch(f"gzip payload expands beyond {MAX_DECOMPRESSED_BYTES} bytes")
+        return out
     if _cramjam is None:
         return None  # other codecs need cramjam; callers fall back to batch level
     try:

@@ -173,7 +173,7 @@ def test_cluster_spreads_leaders_and_serves_confluent_kafka(cluster: Cluster) ->
     assert sorted(values) == sorted(f"{p}:{i}" for p in range(6) for i in range(5))
 
 
-def test_cluster_non_leader_answers_not_leader_or_follower(cluster: Cluster) -> None:
+def test_cluster_raw_request_to_non_leader_gets_not_leader_or_follower(cluster: Cluster) -> None:
     topic = unique("routing")
     cluster.create_topic(topic, 3)
     leaders = cluster.leaders(topic)
@@ -252,8 +252,11 @@ def test_cluster_non_leader_answers_not_leader_or_follower(cluster: Cluster) -> 
 # --- coordinators ---
 
 
-def test_cluster_find_coordinator_single_and_batched(cluster: Cluster) -> None:
-    groups = [f"group-{i}" for i in range(12)] + ["x" * 300, "ünïcödé-группа"]
+def test_cluster_raw_find_coordinator_single_and_batched(cluster: Cluster) -> None:
+    # Non-ASCII names (one outside the BMP) hash over UTF-16 code units, as Java does.
+    groups = [f"group-{i}" for i in range(12)] + ["x" * 300, "ünïcödé-группа", "group-😀"]
+    assert java_hash("hello") == 99162322  # "hello".hashCode() in Java
+    assert any(java_hash(g) < 0 for g in groups)  # abs() matters for some of them
     expected: list[int] | None = None
     for version in range(7):
         for node in range(NODES):
@@ -264,7 +267,7 @@ def test_cluster_find_coordinator_single_and_batched(cluster: Cluster) -> None:
     assert expected is not None and set(expected) == set(range(NODES))
 
 
-def test_cluster_group_requests_to_other_nodes_get_not_coordinator(cluster: Cluster) -> None:
+def test_cluster_raw_group_requests_to_other_nodes_get_not_coordinator(cluster: Cluster) -> None:
     group = unique("group")
     [coordinator] = find_coordinator(cluster, 0, 4, [group])
     protocol = entity(11, 5, "JoinGroupRequestProtocol", name="range", metadata=b"")
@@ -443,7 +446,7 @@ def is_fenced(error: object) -> bool:
     return error.code() == FENCED_INSTANCE_ID or (fatal and fenced in error.str())
 
 
-def test_cluster_static_member_restart_keeps_assignment_and_fences_duplicates(
+def test_cluster_confluent_kafka_static_member_restart_and_fencing(
     cluster: Cluster,
 ) -> None:
     topic, group, log = unique("static"), unique("group"), RebalanceLog()

@@ -7,7 +7,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -124,9 +124,8 @@ def key_for_each_partition(partitions: int, prefix: str = "key") -> list[bytes]:
     return [found[p] for p in range(partitions)]
 
 
-def wait_until(condition: object, timeout: float, interval: float = 0.02) -> bool:
-    """Poll a zero-argument callable until it returns true or `timeout` seconds pass."""
-    assert callable(condition)
+def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
+    """Poll `condition` until it returns true or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

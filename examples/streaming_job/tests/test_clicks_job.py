@@ -4,6 +4,7 @@ spark, spark_kafka_source, spark_stream, kafka_topic, kafka_produce, kafka_consu
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import clicks_job
 
@@ -13,8 +14,13 @@ def click(user: str, page: str, ts: str) -> tuple[str, str]:
 
 
 def test_counts_clicks_per_page_per_minute_after_the_watermark(
-    spark, spark_kafka_source, spark_stream, kafka_topic, kafka_produce, kafka_consume
-):
+    spark: Any,
+    spark_kafka_source: Any,
+    spark_stream: Any,
+    kafka_topic: Any,
+    kafka_produce: Any,
+    kafka_consume: Any,
+) -> None:
     clicks = kafka_topic(partitions=3)
     counts = kafka_topic()
     kafka_produce(
