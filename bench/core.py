@@ -517,9 +517,13 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         f"{WARM_UP_MESSAGES:,} untimed messages go to another topic first.",
         "- Start-up: cold = the first broker started in a fresh interpreter (imports done; "
         "the codec modules for the first requests still load), warm = a second broker in "
-        "that interpreter, as a test suite with a fresh broker per test sees it. librdkafka's "
-        "list_topics is bimodal on both sides (about 3 ms or about 55 ms, depending on "
-        "when the client's second connection comes up), so its medians jump between runs.",
+        "that interpreter, as a test suite with a fresh broker per test sees it. The "
+        "AdminClient figures are bimodal (a few ms or about 55 ms): librdkafka retires its "
+        "bootstrap connection as soon as the first Metadata answer names the broker, and "
+        "its own pipelined Metadata request, if still unanswered there, fails and is "
+        "retried about 50 ms later. minibroker writes the answers to one read's requests "
+        "together, which avoids this unless the first codec loads (cold) let the two "
+        "requests arrive in separate reads; the mock hits it often.",
         "- Where the brokers run: start-up is timed with broker "
         "and client in one process (minibroker: `Broker()` started on its background loop "
         "thread; mock: the client created with `test.mock.num.brokers=1`, which starts the "
@@ -560,7 +564,9 @@ def _load_average() -> str:
 def _client_version() -> str:
     import confluent_kafka
 
-    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    client, library = confluent_kafka.version(), confluent_kafka.libversion()
+    client_text = client[0] if isinstance(client, tuple) else client
+    return f"{client_text} (librdkafka {library[0]})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,10 @@ PARTITIONS = 4
 def broker_process() -> Iterator[tuple[str, Callable[[str, int], None]]]:
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.runner", "serve", "minibroker"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     assert child.stdin is not None and child.stdout is not None
     ready = child.stdout.readline().split()
@@ -66,9 +69,16 @@ def broker_process() -> Iterator[tuple[str, Callable[[str, int], None]]]:
 
 
 def produce(bootstrap: str, topic: str, count: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000,
-                         "partitioner": "murmur2_random", "log_level": 3})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.messages": 500_000,
+            "partitioner": "murmur2_random",
+            "log_level": 3,
+        }
+    )
     started = time.perf_counter()
     for i in range(count):
         while True:
@@ -83,9 +93,15 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
 
 def confluent_only(bootstrap: str, topic: str, count: int) -> float:
     """confluent-kafka consuming every record, no Arrow and no Spark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
-                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
-                         "log_level": 3})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+            "log_level": 3,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     seen = 0
     started = time.perf_counter()
@@ -133,15 +149,18 @@ def in_memory_source(spark: Any, count: int) -> Callable[[], float]:
             per = count // PARTITIONS
             for begin in range(0, per, 10_000):
                 n = min(10_000, per - begin)
-                yield pa.RecordBatch.from_arrays([
-                    pa.array([None] * n, pa.binary()),
-                    pa.array([VALUE] * n, pa.binary()),
-                    pa.array(["t"] * n, pa.string()),
-                    pa.array([partition.value] * n, pa.int32()),
-                    pa.array(range(begin, begin + n), pa.int64()),
-                    pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
-                    pa.array([0] * n, pa.int32()),
-                ], schema=schema)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([None] * n, pa.binary()),
+                        pa.array([VALUE] * n, pa.binary()),
+                        pa.array(["t"] * n, pa.string()),
+                        pa.array([partition.value] * n, pa.int32()),
+                        pa.array(range(begin, begin + n), pa.int64()),
+                        pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+                        pa.array([0] * n, pa.int32()),
+                    ],
+                    schema=schema,
+                )
 
     class GeneratedSource(DataSource):  # type: ignore[misc]
         @classmethod
@@ -158,26 +177,36 @@ def in_memory_source(spark: Any, count: int) -> Callable[[], float]:
 
     def run() -> float:
         started = time.perf_counter()
-        spark.read.format("bench_generated").load().write.format("noop").mode(
-            "overwrite").save()
+        spark.read.format("bench_generated").load().write.format("noop").mode("overwrite").save()
         return time.perf_counter() - started
 
     return run
 
 
 def available_now(spark: Any, bootstrap: str, topic: str, sink: str) -> tuple[float, Any]:
-    """One AvailableNow query from the earliest offsets; (seconds, the finished query)."""
+    """One AvailableNow query from the earliest offsets; (seconds, the finished query).
+    The query also gets `bench_start_s`: how long `start()` took to return."""
     checkpoint = tempfile.mkdtemp(prefix="bench-spark-")
-    df = (spark.readStream.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).option("startingOffsets", "earliest").load())
-    writer = df.writeStream.format(sink).option("checkpointLocation", checkpoint).trigger(
-        availableNow=True)
+    df = (
+        spark.readStream.format("minibroker")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    writer = (
+        df.writeStream.format(sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+    )
     if sink == "memory":
         writer = writer.queryName(f"bench_{os.getpid()}_{time.monotonic_ns()}")
     started = time.perf_counter()
     query = writer.start()
+    start_s = time.perf_counter() - started
     query.awaitTermination()
     elapsed = time.perf_counter() - started
+    query.bench_start_s = start_s
     if query.exception() is not None:
         raise RuntimeError(str(query.exception()))
     return elapsed, query
@@ -185,8 +214,15 @@ def available_now(spark: Any, bootstrap: str, topic: str, sink: str) -> tuple[fl
 
 def batch_read(spark: Any, bootstrap: str, topic: str) -> float:
     started = time.perf_counter()
-    (spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
-     .option("subscribe", topic).load().write.format("noop").mode("overwrite").save())
+    (
+        spark.read.format("minibroker")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
     return time.perf_counter() - started
 
 
@@ -201,6 +237,13 @@ def durations(query: Any) -> dict[str, int]:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def phases(elapsed: float, query: Any) -> tuple[float, float, float]:
+    """(start() call, micro-batches, the rest: source runner start and shutdown), seconds."""
+    batches = durations(query).get("triggerExecution", 0) / 1000
+    start = float(query.bench_start_s)
+    return start, batches, max(elapsed - start - batches, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,14 +279,20 @@ def main(argv: list[str] | None = None) -> int:
         anchor_run = in_memory_source(spark, big)
         anchor_run()
         split: dict[str, int] = {}
+        small_phases: list[tuple[float, float, float]] = []
+        empty_phases: list[tuple[float, float, float]] = []
         for _ in range(runs):
             seconds, query = available_now(spark, bootstrap, "big", "noop")
             stream_big.append(seconds)
             split = durations(query)
             batch_big.append(batch_read(spark, bootstrap, "big"))
-            stream_small.append(available_now(spark, bootstrap, "small", "noop")[0])
+            seconds, query = available_now(spark, bootstrap, "small", "noop")
+            stream_small.append(seconds)
+            small_phases.append(phases(seconds, query))
             memory_small.append(available_now(spark, bootstrap, "small", "memory")[0])
-            empty.append(available_now(spark, bootstrap, "empty", "noop")[0])
+            seconds, query = available_now(spark, bootstrap, "empty", "noop")
+            empty.append(seconds)
+            empty_phases.append(phases(seconds, query))
             anchor.append(anchor_run())
             reader.append(reader_only(bootstrap, "big", big))
             client.append(confluent_only(bootstrap, "big", big))
@@ -251,36 +300,66 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
     rate = big / median(stream_big)
     rows = [
-        (f"AvailableNow, {big:,} records -> noop sink",
-         f"{median(stream_big):.1f} s, {rate:,.0f} records/s"),
-        (f"batch read, {big:,} records -> noop sink",
-         f"{median(batch_big):.1f} s, {big / median(batch_big):,.0f} records/s"),
-        (f"one AvailableNow batch, {small:,} records -> noop sink",
-         f"{median(stream_small):.2f} s"),
-        (f"one AvailableNow batch, {small:,} records -> memory sink",
-         f"{median(memory_small):.2f} s"),
+        (
+            f"AvailableNow, {big:,} records -> noop sink",
+            f"{median(stream_big):.1f} s, {rate:,.0f} records/s",
+        ),
+        (
+            f"batch read, {big:,} records -> noop sink",
+            f"{median(batch_big):.1f} s, {big / median(batch_big):,.0f} records/s",
+        ),
+        (
+            f"one AvailableNow batch, {small:,} records -> noop sink",
+            f"{median(stream_small):.2f} s",
+        ),
+        (
+            f"one AvailableNow batch, {small:,} records -> memory sink",
+            f"{median(memory_small):.2f} s",
+        ),
         ("AvailableNow over an empty topic (fixed cost per query)", f"{median(empty):.2f} s"),
-        (f"anchor: in-memory Python source, {big:,} rows -> noop",
-         f"{median(anchor):.1f} s, {big / median(anchor):,.0f} rows/s"),
-        (f"reader alone (fetch + Arrow), {big:,} records, one task",
-         f"{median(reader):.1f} s, {big / median(reader):,.0f} records/s"),
-        (f"confluent-kafka alone, {big:,} records, one consumer",
-         f"{median(client):.1f} s, {big / median(client):,.0f} records/s"),
-        (f"produce {big:,} records (confluent-kafka, for scale)",
-         f"{produce_s:.1f} s, {big / produce_s:,.0f} records/s"),
+        (
+            f"{small:,}-record query: start() / micro-batches / runner start+stop",
+            " / ".join(f"{median([p[i] for p in small_phases]):.2f} s" for i in range(3)),
+        ),
+        (
+            "empty-topic query: start() / micro-batches / runner start+stop",
+            " / ".join(f"{median([p[i] for p in empty_phases]):.2f} s" for i in range(3)),
+        ),
+        (
+            f"anchor: in-memory Python source, {big:,} rows -> noop",
+            f"{median(anchor):.1f} s, {big / median(anchor):,.0f} rows/s",
+        ),
+        (
+            f"reader alone (fetch + Arrow), {big:,} records, one task",
+            f"{median(reader):.1f} s, {big / median(reader):,.0f} records/s",
+        ),
+        (
+            f"confluent-kafka alone, {big:,} records, one consumer",
+            f"{median(client):.1f} s, {big / median(client):,.0f} records/s",
+        ),
+        (
+            f"produce {big:,} records (confluent-kafka, for scale)",
+            f"{produce_s:.1f} s, {big / produce_s:,.0f} records/s",
+        ),
         ("SparkSession start (local[2])", f"{session_s:.1f} s"),
-        ("Spark's split of the big AvailableNow query (ms)",
-         ", ".join(f"{k} {v}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])[:6])),
-        ("ratio: AvailableNow read time / in-memory anchor",
-         f"{median(stream_big) / median(anchor):.2f}x"),
+        (
+            "Spark's split of the big AvailableNow query (ms)",
+            ", ".join(f"{k} {v}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])[:6]),
+        ),
+        (
+            "ratio: AvailableNow read time / in-memory anchor",
+            f"{median(stream_big) / median(anchor):.2f}x",
+        ),
     ]
     width = max(len(name) for name, _ in rows)
     table = "\n".join(f"| {name.ljust(width)} | {value} |" for name, value in rows)
-    header = (f"| {'measure'.ljust(width)} | result |\n|{'-' * (width + 2)}|--------|")
+    header = f"| {'measure'.ljust(width)} | result |\n|{'-' * (width + 2)}|--------|"
     machine = f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}"
-    text = (f"# PySpark source benchmark\n\nMedians of {runs} run(s); {machine}; "
-            f"`python -m bench.spark{' --quick' if args.quick else ''}`.\n\n"
-            f"{header}\n{table}\n")
+    text = (
+        f"# PySpark source benchmark\n\nMedians of {runs} run(s); {machine}; "
+        f"`python -m bench.spark{' --quick' if args.quick else ''}`.\n\n"
+        f"{header}\n{table}\n"
+    )
     print(text)
     if not args.no_write:
         RESULTS.write_text(text)

@@ -1,0 +1,118 @@
+"""Pipelined requests over one raw socket: answers come back in request order, and the
+answers that precede a long poll are not held back by it (the server writes the answers
+to one read's requests together, but flushes them before it starts waiting)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker import Broker
+from minibroker.protocol import records
+from tests.rawclient import RawClient, encode, make, make_request
+
+PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
+
+
+def _metadata(version: int = 12) -> Any:
+    return make_request(
+        METADATA,
+        version,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def _long_poll_fetch(topic: str, wait: datetime.timedelta, version: int = 12) -> Any:
+    partition = make(
+        FETCH,
+        version,
+        "FetchPartition",
+        partition=0,
+        current_leader_epoch=-1,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
+    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=(partition,))
+    return make_request(
+        FETCH,
+        version,
+        replica_id=-1,
+        max_wait=wait,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(fetch_topic,),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def _produce_one(topic: str, value: bytes, version: int = 9) -> Any:
+    batch = records.build_batch([(None, value)], timestamp_ms=1000)
+    partition_data = make(PRODUCE, version, "PartitionProduceData", index=0, records=batch)
+    topic_data = make(
+        PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition_data,)
+    )
+    return make_request(
+        PRODUCE,
+        version,
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(topic_data,),
+    )
+
+
+def test_requests_sent_in_one_write_are_answered_in_order(kafka_broker: Broker) -> None:
+    kafka_broker.create_topic("pipelined", 2)
+    calls = [(API_VERSIONS, 3), (METADATA, 12), (METADATA, 1), (API_VERSIONS, 0)] * 5
+    stream = b""
+    for correlation_id, (api_key, version) in enumerate(calls, start=1):
+        request = (
+            _metadata(version)
+            if api_key == METADATA
+            else make_request(
+                API_VERSIONS, version, client_software_name="t", client_software_version="0"
+            )
+        )
+        stream += encode(api_key, version, request, correlation_id)
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        client.send_bytes(stream)
+        for expected, (api_key, version) in enumerate(calls, start=1):
+            correlation_id, body = client.receive(api_key, version)
+            assert correlation_id == expected
+            if api_key == METADATA:
+                assert [t.name for t in body.topics] == ["pipelined"]
+            else:
+                assert body.error_code == ErrorCode.none
+
+
+def test_answer_before_a_long_poll_is_not_held_back(kafka_broker: Broker) -> None:
+    kafka_broker.create_topic("waits", 1)
+    # The Fetch waits up to 30 s for data. The only data it can get is the record produced
+    # below, after the Metadata answer has arrived; a server that held that answer until
+    # the Fetch finished would time this socket out instead.
+    stream = encode(METADATA, 12, _metadata(), 1) + encode(
+        FETCH, 12, _long_poll_fetch("waits", datetime.timedelta(seconds=30)), 2
+    )
+    with RawClient(kafka_broker.bootstrap_servers, timeout=20) as client:
+        client.send_bytes(stream)
+        correlation_id, metadata = client.receive(METADATA, 12)
+        assert correlation_id == 1
+        assert [t.name for t in metadata.topics] == ["waits"]
+        with RawClient(kafka_broker.bootstrap_servers) as producer:
+            produced = producer.request(PRODUCE, 9, _produce_one("waits", b"wake"))
+            assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
+        correlation_id, fetched = client.receive(FETCH, 12)
+        assert correlation_id == 2
+        data = fetched.responses[0].partitions[0].records
+        assert [r.value for r in records.iter_records(bytes(data))] == [b"wake"]
