@@ -344,7 +344,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         f"join, which takes most of a minute a run), {plan.growth_runs} per growth point; "
         f"sides alternate run by run. Machine: {os.cpu_count()} CPUs shared with other work "
         f"(load average {load[0]} at the start, {load[1]} at the end), Python "
-        f"{platform.python_version()}, confluent-kafka {confluent_kafka.version()[0]} "
+        f"{platform.python_version()}, confluent-kafka {confluent_kafka.__version__} "
         f"(librdkafka {confluent_kafka.libversion()[0]}).",
         "- Both brokers run in child processes (`bench/runner.py serve`), the consumers in "
         "this one, each polling in its own thread; times come from the rebalance callbacks. "
