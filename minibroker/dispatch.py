@@ -74,7 +74,9 @@ class Dispatcher:
             )
         )
 
-    def dispatch(self, frame: bytes, client_host: str = "") -> bytes | PendingReply | None:
+    def dispatch(
+        self, frame: bytes | memoryview, client_host: str = ""
+    ) -> bytes | PendingReply | None:
         try:
             api_key, version, correlation_id = messages.peek_header_prefix(frame)
         except messages.InvalidRequest as exc:

@@ -9,24 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 
 from minibroker.dispatch import CloseConnection, Dispatcher, PendingReply
-from minibroker.protocol.framing import FrameDecoder, FrameError
+from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.state.cluster import ClusterState, Node
 
 log = logging.getLogger("minibroker.server")
 
-# One read takes a whole typical produce request; the stream buffer may hold two such
-# reads before the socket is paused, so reading does not toggle epoll registration.
-READ_CHUNK = 1024 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+MAX_QUEUED_FRAMES = 64  # received but unanswered; past this, reading pauses
 GROUP_TIMER_IDLE = 1.0
-
-
-def _write(writer: asyncio.StreamWriter, answers: list[bytes]) -> None:
-    if answers:
-        writer.write(answers[0] if len(answers) == 1 else b"".join(answers))
-        answers.clear()
 
 
 class AppendSignal:
@@ -69,18 +62,17 @@ class NodeServer:
         self.dispatcher = Dispatcher(cluster, node_id)
         self.signal = AppendSignal()
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._connections: set[_Connection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # outlive their connection briefly
         self._timer: asyncio.Task[None] | None = None
 
     @property
     def connection_count(self) -> int:
-        return len(self._writers)
+        return len(self._connections)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self.port, limit=READ_CHUNK
-        )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         self.cluster.add_node(Node(self.node_id, self.advertised_host, self.port))
         self.cluster.on_append.append(self.signal.fire)
@@ -96,11 +88,12 @@ class NodeServer:
             with contextlib.suppress(BaseException):
                 await self._timer
             self._timer = None
-        for writer in list(self._writers):
-            writer.close()
-        for task in list(self._connections):
+        connections = list(self._connections)
+        for connection in connections:
+            connection.abort()
+        for task in list(self._tasks):
             task.cancel()
-        for task in list(self._connections):
+        for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
         await self._server.wait_closed()
@@ -108,66 +101,6 @@ class NodeServer:
             self.cluster.on_append.remove(self.signal.fire)
         self._server = None
         log.info("broker %d stopped", self.node_id)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        if len(self._writers) >= self.cluster.config.max_connections:
-            log.warning(
-                "refusing %s: max_connections=%d reached", peer, self.cluster.config.max_connections
-            )
-            writer.close()
-            return
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        self._writers.add(writer)
-        try:
-            await self._serve(reader, writer, str(peer[0]) if peer else "")
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("connection from %s failed; closing it", peer)
-        finally:
-            self._connections.discard(task)
-            self._writers.discard(writer)
-            writer.close()
-
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_host: str
-    ) -> None:
-        decoder = FrameDecoder(self.cluster.config.max_frame_bytes)
-        transport = writer.transport
-        while True:
-            data = await reader.read(READ_CHUNK)
-            if not data:
-                return
-            try:
-                frames = decoder.feed(data)
-            except FrameError as exc:
-                log.warning("closing connection from %s: %s", client_host, exc)
-                return
-            # Answers to the requests of one read leave in one write: a client that
-            # pipelines requests gets the answers together (librdkafka retires its
-            # bootstrap connection as soon as the first Metadata answer names the broker,
-            # failing a request still in flight on it), and it saves a send per request.
-            answers: list[bytes] = []
-            for frame in frames:
-                try:
-                    outcome = self.dispatcher.dispatch(frame, client_host)
-                except CloseConnection as exc:
-                    log.warning("closing connection from %s: %s", client_host, exc)
-                    _write(writer, answers)
-                    return
-                if isinstance(outcome, PendingReply):
-                    _write(writer, answers)  # earlier answers do not wait for a long poll
-                    outcome = await self._finish(outcome)
-                if outcome is not None:
-                    answers.append(outcome)
-            _write(writer, answers)
-            if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                await writer.drain()
 
     async def _finish(self, pending: PendingReply) -> bytes | None:
         while True:
@@ -197,3 +130,144 @@ class NodeServer:
                 log.exception("group coordinator tick failed")
             self.cluster.notify_append()
             await asyncio.sleep(0)
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: the transport reads into the frame receiver's buffers, and
+    a task answers the queued frames one at a time, in order."""
+
+    def __init__(self, node: NodeServer) -> None:
+        self._node = node
+        self._receiver = FrameReceiver(node.cluster.config.max_frame_bytes)
+        self._frames: deque[bytes | memoryview] = deque()
+        self._wake = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._transport: asyncio.Transport | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._reading_paused = False
+        self._peer = ""
+
+    # --- transport callbacks ---
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if peer else ""
+        limit = self._node.cluster.config.max_connections
+        if len(self._node._connections) >= limit:
+            log.warning("refusing %s: max_connections=%d reached", peer, limit)
+            self._closing = True
+            transport.close()
+            return
+        self._node._connections.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+        self._node._tasks.add(self._task)
+        self._task.add_done_callback(self._node._tasks.discard)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._receiver.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._receiver.received(nbytes)
+        except FrameError as exc:
+            log.warning("closing connection from %s: %s", self._peer, exc)
+            self.abort()
+            return
+        if frames:
+            self._frames.extend(frames)
+            self._wake.set()
+            if len(self._frames) > MAX_QUEUED_FRAMES and self._transport is not None:
+                self._transport.pause_reading()
+                self._reading_paused = True
+
+    def eof_received(self) -> bool:
+        self._closing = True
+        self._wake.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._frames.clear()
+        self._wake.set()
+        self._writable.set()
+        self._node._connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # --- control ---
+
+    def abort(self) -> None:
+        """Drop the connection now (broken stream or broker shutdown)."""
+        self._closing = True
+        self._frames.clear()
+        self._wake.set()
+        if self._transport is not None:
+            self._transport.close()
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()  # it may be waiting in a long poll
+
+    # --- answering ---
+
+    async def _serve(self) -> None:
+        try:
+            await self._answer_frames()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection from %s failed; closing it", self._peer)
+        finally:
+            self._node._connections.discard(self)
+            if self._transport is not None:
+                self._transport.close()
+
+    async def _answer_frames(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        dispatcher = self._node.dispatcher
+        while True:
+            if not self._frames:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            # Answers to the frames at hand leave in one write: a client that pipelines
+            # requests gets the answers together (librdkafka retires its bootstrap
+            # connection as soon as the first Metadata answer names the broker, failing a
+            # request still in flight on it), and it saves a send per request.
+            answers: list[bytes] = []
+            while self._frames:
+                frame = self._frames.popleft()
+                try:
+                    outcome = dispatcher.dispatch(frame, self._peer)
+                except CloseConnection as exc:
+                    log.warning("closing connection from %s: %s", self._peer, exc)
+                    self._send(answers)
+                    self.abort()
+                    return
+                if isinstance(outcome, PendingReply):
+                    self._send(answers)  # earlier answers do not wait for a long poll
+                    outcome = await self._node._finish(outcome)
+                    if self._closing and not self._frames and transport.is_closing():
+                        return
+                if outcome is not None:
+                    answers.append(outcome)
+            self._send(answers)
+            if self._reading_paused and len(self._frames) <= MAX_QUEUED_FRAMES // 2:
+                self._reading_paused = False
+                transport.resume_reading()
+            if not self._writable.is_set():
+                await self._writable.wait()
+
+    def _send(self, answers: list[bytes]) -> None:
+        if answers and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
+        answers.clear()

@@ -85,3 +85,77 @@ class FrameDecoder:
 
 def encode_frame(body: bytes) -> bytes:
     return _SIZE.pack(len(body)) + body
+
+
+class FrameReceiver:
+    """Receive-side buffers for a transport that reads into memory it is handed.
+
+    Small frames are cut out of one reusable scratch buffer. A frame too large for what
+    is left of it gets a buffer of its own, and the transport reads the rest of that frame
+    straight into it, so a large produce request is copied from the socket only once.
+    Sans-IO: `buffer()` says where the next bytes go, `received(n)` returns whole frames.
+    """
+
+    def __init__(
+        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, scratch_bytes: int = 256 * 1024
+    ) -> None:
+        if max_frame_bytes <= 0:
+            raise ValueError("max_frame_bytes must be positive")
+        self.max_frame_bytes = max_frame_bytes
+        self._scratch = bytearray(scratch_bytes)
+        self._start = 0  # first unparsed byte in scratch
+        self._end = 0  # end of received bytes in scratch
+        self._large: bytearray | None = None
+        self._large_filled = 0
+
+    def buffer(self) -> memoryview:
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled :]
+        if self._end == len(self._scratch):
+            self._compact()
+        return memoryview(self._scratch)[self._end :]
+
+    def _compact(self) -> None:
+        pending = self._end - self._start
+        self._scratch[:pending] = self._scratch[self._start : self._end]
+        self._start, self._end = 0, pending
+
+    def received(self, count: int) -> list[bytes | memoryview]:
+        """Account for `count` bytes written into `buffer()`; return completed frames.
+
+        A frame received into its own buffer comes back as a read-only view of it.
+        """
+        frames: list[bytes | memoryview] = []
+        if self._large is not None:
+            self._large_filled += count
+            if self._large_filled < len(self._large):
+                return frames
+            frames.append(memoryview(self._large).toreadonly())
+            self._large = None
+            return frames
+        self._end += count
+        scratch = self._scratch
+        while self._end - self._start >= 4:
+            (size,) = _SIZE.unpack_from(scratch, self._start)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self.max_frame_bytes:
+                raise FrameError(
+                    f"frame of {size} bytes exceeds the limit of {self.max_frame_bytes}"
+                )
+            body_start = self._start + 4
+            have = self._end - body_start
+            if have >= size:
+                frames.append(bytes(scratch[body_start : body_start + size]))
+                self._start = body_start + size
+                continue
+            if size > len(scratch) - body_start:
+                # Does not fit: give the frame its own buffer and read the rest into it.
+                large = bytearray(size)
+                large[:have] = scratch[body_start : self._end]
+                self._large, self._large_filled = large, have
+                self._start = self._end = 0
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+        return frames

@@ -89,11 +89,11 @@ def response_class(api_key: int, version: int) -> type[Any]:
     raise LookupError(f"no response class for api {api_key} v{version}")
 
 
-_READERS: dict[type[Any], Callable[[bytes, int], tuple[Any, int]]] = {}
+_READERS: dict[type[Any], Callable[[bytes | memoryview, int], tuple[Any, int]]] = {}
 _WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
 
 
-def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
+def _reader(cls: type[Any]) -> Callable[[bytes | memoryview, int], tuple[Any, int]]:
     reader = _READERS.get(cls)
     if reader is None:
         reader = _READERS[cls] = entity_reader(cls)  # type: ignore[assignment]
@@ -107,7 +107,7 @@ def _writer(cls: type[Any]) -> Callable[[io.BytesIO, Any], None]:
     return writer
 
 
-def peek_header_prefix(frame: bytes) -> tuple[int, int, int]:
+def peek_header_prefix(frame: bytes | memoryview) -> tuple[int, int, int]:
     """api_key, api_version and correlation_id: the part every header version shares."""
     if len(frame) < _PREFIX.size:
         raise InvalidRequest("frame shorter than a request header")
@@ -115,7 +115,7 @@ def peek_header_prefix(frame: bytes) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-def decode_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     """Decode the header; return it and the offset where the body starts."""
     header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
     try:
@@ -133,7 +133,7 @@ def decode_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, 
     )
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
+def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode a whole request frame. Raises InvalidRequest or LookupError (unknown version)."""
     api_key, version, _ = peek_header_prefix(frame)
     cls = request_class(api_key, version)

@@ -13,6 +13,7 @@ from minibroker.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
     FrameError,
+    FrameReceiver,
     encode_frame,
 )
 
@@ -119,3 +120,56 @@ def test_empty_feed_is_harmless() -> None:
     decoder = FrameDecoder()
     assert decoder.feed(b"") == []
     assert decoder.feed(encode_frame(b"z")) == [b"z"]
+
+
+# --- FrameReceiver: the transport reads into the buffers it hands out ---
+
+
+def _feed_receiver(receiver: FrameReceiver, stream: bytes, step: int) -> list[bytes]:
+    frames: list[bytes] = []
+    position = 0
+    while position < len(stream):
+        target = receiver.buffer()
+        chunk = stream[position : position + min(step, len(target))]
+        target[: len(chunk)] = chunk
+        frames.extend(bytes(f) for f in receiver.received(len(chunk)))
+        position += len(chunk)
+    return frames
+
+
+@pytest.mark.parametrize("step", [1, 3, 4, 5, 1000, 64 * 1024, 10**9])
+def test_receiver_cuts_small_and_large_frames_at_any_read_size(step: int) -> None:
+    bodies = [b"a", b"", b"x" * 300, b"y" * 200_000, b"z" * 70_000, b"q" * 5]
+    stream = b"".join(encode_frame(body) for body in bodies)
+    receiver = FrameReceiver(scratch_bytes=64 * 1024)
+    assert _feed_receiver(receiver, stream, step) == bodies
+
+
+def test_receiver_keeps_a_partial_next_frame() -> None:
+    receiver = FrameReceiver(scratch_bytes=1024)
+    stream = encode_frame(b"first") + encode_frame(b"second")[:6]
+    assert _feed_receiver(receiver, stream, 10**6) == [b"first"]
+    rest = encode_frame(b"second")[6:]
+    assert _feed_receiver(receiver, rest, 10**6) == [b"second"]
+
+
+def test_receiver_hands_large_frames_back_read_only() -> None:
+    receiver = FrameReceiver(scratch_bytes=128)
+    target = receiver.buffer()
+    frame = encode_frame(b"b" * 1000)
+    target[:128] = frame[:128]
+    assert receiver.received(128) == []
+    target = receiver.buffer()
+    target[: len(frame) - 128] = frame[128:]
+    (body,) = receiver.received(len(frame) - 128)
+    assert isinstance(body, memoryview) and body.readonly
+    assert bytes(body) == b"b" * 1000
+
+
+@pytest.mark.parametrize("size", [-1, 101])
+def test_receiver_rejects_sizes_outside_the_limit(size: int) -> None:
+    receiver = FrameReceiver(max_frame_bytes=100)
+    target = receiver.buffer()
+    target[:4] = struct.pack(">i", size)
+    with pytest.raises(FrameError):
+        receiver.received(4)
