@@ -1,4 +1,4 @@
-"""Install the system packages the test suite drives (kcat), when this machine allows it.
+"""Install the system packages the test suite drives (kcat; Java for PySpark), when allowed.
 
 Runs before the tests (tox commands_pre). Without root or apt the kcat tests skip and
 say why; nothing else depends on it.
@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-PACKAGES = {"kcat": "kcat"}
+PACKAGES = {"kcat": "kcat", "java": "openjdk-17-jre-headless"}
 
 
 def main() -> int:

@@ -44,7 +44,7 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic, version, compatible version
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_BASE_OFFSET = struct.Struct(">q")
+BASE_OFFSET = struct.Struct(">q")
 _MAX_TIMESTAMP_AT = 35
 _ATTRIBUTES_AT = 21
 _CRC_AT = 17
@@ -140,13 +140,13 @@ def with_base_offset(batch: bytes, base_offset: int) -> bytes:
     """Return the batch with its base offset rewritten (CRC unaffected)."""
     # join over a view copies the batch once; `+ batch[8:]` would copy it twice
     with memoryview(batch) as view:
-        return b"".join((_BASE_OFFSET.pack(base_offset), view[8:]))
+        return b"".join((BASE_OFFSET.pack(base_offset), view[8:]))
 
 
 def with_log_append_time(batch: bytes, base_offset: int, now_ms: int) -> bytes:
     """Stamp a batch with LogAppendTime: set the flag and max timestamp, redo the CRC."""
     out = bytearray(batch)
-    _BASE_OFFSET.pack_into(out, 0, base_offset)
+    BASE_OFFSET.pack_into(out, 0, base_offset)
     (attributes,) = struct.unpack_from(">h", out, _ATTRIBUTES_AT)
     struct.pack_into(">h", out, _ATTRIBUTES_AT, attributes | TIMESTAMP_TYPE_FLAG)
     struct.pack_into(">q", out, _MAX_TIMESTAMP_AT, now_ms)

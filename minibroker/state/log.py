@@ -1,7 +1,9 @@
 """A partition log: record batches kept as the raw bytes the producer sent.
 
-Appending never decodes records. The base offset is written into the batch header,
-so a fetch returns stored bytes unchanged. Two parallel arrays index the batches:
+Appending never decodes or copies records: a batch is kept as it arrived and its
+assigned base offset goes into the index. A fetch writes each batch's base offset in
+front of the rest of its bytes while joining the response, the one copy a fetch makes
+anyway. Two parallel arrays index the batches:
 their base offsets (to find the batch holding an offset) and the running maximum of
 their max timestamps (monotonic, so a timestamp lookup is a bisection, like Kafka's
 time index).
@@ -46,7 +48,7 @@ class PartitionLog:
     ) -> AppendResult:
         base_offset = self.next_offset
         if log_append_time_ms is None:
-            stored = records.with_base_offset(batch, base_offset)
+            stored = batch
             max_timestamp = header.max_timestamp
             append_time = -1
         else:
@@ -76,23 +78,31 @@ class PartitionLog:
         if offset >= self.next_offset or not self._batches:
             return b""
         index = self._batch_index(offset)
-        chosen: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         total = 0
-        for batch in self._batches[index:]:
-            if total + len(batch) > max_bytes and (chosen or not allow_oversized_first):
+        pack_offset = records.BASE_OFFSET.pack
+        base_offsets = self._base_offsets
+        for position in range(index, len(self._batches)):
+            batch = self._batches[position]
+            if total + len(batch) > max_bytes and (pieces or not allow_oversized_first):
                 break
-            chosen.append(batch)
+            pieces.append(pack_offset(base_offsets[position]))
+            pieces.append(memoryview(batch)[8:])
             total += len(batch)
             if total >= max_bytes:
                 break
-        return b"".join(chosen)
+        return b"".join(pieces)
+
+    def _stored(self, index: int) -> bytes:
+        """Batch `index` with its assigned base offset in the header (off the hot path)."""
+        return records.with_base_offset(self._batches[index], self._base_offsets[index])
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
         index = bisect.bisect_left(self._max_timestamps, timestamp_ms)
         if index >= len(self._batches):
             return None
-        batch = self._batches[index]
+        batch = self._stored(index)
         try:
             for record in records.iter_records(batch):
                 if record.timestamp >= timestamp_ms:
@@ -110,7 +120,7 @@ class PartitionLog:
         if not self._batches:
             return None
         best = max(range(len(self._batches)), key=lambda i: self._batch_timestamps[i])
-        batch = self._batches[best]
+        batch = self._stored(best)
         header = records.read_header(batch)
         try:
             for record in records.iter_records(batch):
@@ -121,4 +131,5 @@ class PartitionLog:
         return header.base_offset + header.last_offset_delta, header.max_timestamp
 
     def batches(self) -> list[bytes]:
-        return list(self._batches)
+        """Every batch as a fetch would return it."""
+        return [self._stored(index) for index in range(len(self._batches))]
