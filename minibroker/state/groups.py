@@ -472,6 +472,20 @@ class GroupCoordinator:
             self._prepare_rebalance(now, group, reason)
         self._maybe_complete_join(now, group)
 
+    def _identify(
+        self, group_id: str, member_id: str, group_instance_id: str | None
+    ) -> tuple[Group | None, Member | None, int]:
+        """Find a request's member; else the error: UNKNOWN_MEMBER_ID, or
+        FENCED_INSTANCE_ID when its static instance now belongs to another member id."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group else None
+        if group is None or member is None:
+            fenced = group is not None and group_instance_id in group.static_members
+            return group, None, rules.FENCED_INSTANCE_ID if fenced else rules.UNKNOWN_MEMBER_ID
+        if group_instance_id is not None and member.group_instance_id != group_instance_id:
+            return group, None, rules.FENCED_INSTANCE_ID
+        return group, member, rules.NONE
+
     # --- SyncGroup ---
 
     def sync(
@@ -486,14 +500,9 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: Iterable[tuple[str, bytes]],
     ) -> Slot[SyncOutcome]:
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group else None
+        group, member, code = self._identify(group_id, member_id, group_instance_id)
         if group is None or member is None:
-            if group and group_instance_id in group.static_members:
-                return Slot(SyncOutcome(error=rules.FENCED_INSTANCE_ID))
-            return Slot(SyncOutcome(error=rules.UNKNOWN_MEMBER_ID))
-        if group_instance_id is not None and member.group_instance_id != group_instance_id:
-            return Slot(SyncOutcome(error=rules.FENCED_INSTANCE_ID))
+            return Slot(SyncOutcome(error=code))
         if generation != group.generation:
             return Slot(SyncOutcome(error=rules.ILLEGAL_GENERATION))
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -540,14 +549,9 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
     ) -> int:
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group else None
+        group, member, code = self._identify(group_id, member_id, group_instance_id)
         if group is None or member is None:
-            if group and group_instance_id in group.static_members:
-                return rules.FENCED_INSTANCE_ID
-            return rules.UNKNOWN_MEMBER_ID
-        if group_instance_id is not None and member.group_instance_id != group_instance_id:
-            return rules.FENCED_INSTANCE_ID
+            return code
         member.heartbeat_deadline = now + member.session_timeout_ms / 1000
         if group.state is GroupState.PREPARING_REBALANCE:
             return rules.REBALANCE_IN_PROGRESS
@@ -649,13 +653,9 @@ class GroupCoordinator:
             if group.state is not GroupState.EMPTY:
                 return everywhere(rules.UNKNOWN_MEMBER_ID)
         else:
-            member = group.members.get(member_id) if group else None
+            group, member, code = self._identify(group_id, member_id, group_instance_id)
             if group is None or member is None:
-                if group and group_instance_id in group.static_members:
-                    return everywhere(rules.FENCED_INSTANCE_ID)
-                return everywhere(rules.UNKNOWN_MEMBER_ID)
-            if group_instance_id is not None and member.group_instance_id != group_instance_id:
-                return everywhere(rules.FENCED_INSTANCE_ID)
+                return everywhere(code)
             if generation != group.generation:
                 return everywhere(rules.ILLEGAL_GENERATION)
             if group.state is GroupState.COMPLETING_REBALANCE:
