@@ -19,8 +19,11 @@ def main() -> int:
     if not missing:
         return 0
     if shutil.which("apt-get") is None or os.geteuid() != 0:
-        print(f"system_deps: {missing} missing and apt-get as root is not available; "
-              "the tests that need them will skip", file=sys.stderr)
+        print(
+            f"system_deps: {missing} missing and apt-get as root is not available; "
+            "the tests that need them will skip",
+            file=sys.stderr,
+        )
         return 0
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
