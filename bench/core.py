@@ -1,10 +1,16 @@
 """Broker core benchmarks: minibroker side by side with the librdkafka mock cluster.
 
     python -m bench.core [--quick] [--runs N]
+    python -m bench.core --growth [--quick] [--runs N]
 
 Both brokers are driven by the same client (confluent-kafka) with the same settings, in
 the same run, interleaved run by run so that machine noise hits both sides alike. Each
 figure is the median over the runs. The table is printed and written to bench/RESULTS.md.
+
+The growth section measures how produce and consume rates change with the partition count
+and the value size, each point moving the same number of value bytes, and writes its own
+section of bench/RESULTS.md. A plain run does both; --growth does only the growth section
+and keeps the rest of the file as it was.
 
 Where each broker runs:
 - start-up: a fresh interpreter per run (imports done, nothing else warm), broker and
@@ -56,6 +62,7 @@ class Plan:
     memory_messages: int
     consume_cap_s: float  # the mock serves consumers slowly; stop and take the rate so far
     latency_cap_s: float
+    growth_bytes: int  # value bytes produced at each growth point
 
 
 FULL = Plan(
@@ -67,6 +74,7 @@ FULL = Plan(
     memory_messages=1_000_000,
     consume_cap_s=8.0,
     latency_cap_s=15.0,
+    growth_bytes=128 * 2**20,
 )
 QUICK = Plan(
     runs=1,
@@ -77,6 +85,7 @@ QUICK = Plan(
     memory_messages=100_000,
     consume_cap_s=3.0,
     latency_cap_s=5.0,
+    growth_bytes=8 * 2**20,
 )
 
 
@@ -156,7 +165,7 @@ def server(kind: str) -> Iterator[ServerProcess]:
 # --- client-side measurements ---
 
 
-def produce(bootstrap: str, topic: str, count: int) -> float:
+def produce(bootstrap: str, topic: str, count: int, value: bytes = VALUE) -> float:
     """Seconds to produce `count` values and have every one acknowledged (acks=all)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **QUIET})
     producer.list_topics(topic, timeout=10)  # connect and learn leaders before timing
@@ -164,7 +173,7 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
     for _ in range(count):
         while True:
             try:
-                producer.produce(topic, VALUE)
+                producer.produce(topic, value)
                 break
             except BufferError:  # local queue full: serve delivery reports, then retry
                 producer.poll(0.001)
@@ -214,7 +223,9 @@ def consume(
         started = time.perf_counter()
         consumer.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
         while received < expected and time.perf_counter() - started < cap_s:
-            for message in consumer.consume(10_000, 0.5):
+            # consume() waits out its timeout until it has the count asked for: ask for no
+            # more than is missing, or the last call adds 0.5 s of idle time to the rate
+            for message in consumer.consume(min(10_000, expected - received), 0.5):
                 if message.error() is None:
                     received += 1
         return received, time.perf_counter() - started
@@ -287,39 +298,77 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One timed produce or consume pass: messages moved, wall time, CPU seconds."""
+
+    count: int
+    seconds: float
+    broker_cpu: float
+    client_cpu: float
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+
+def warm_up(broker: ServerProcess, partitions: int) -> None:
+    # first requests of a kind load code on both sides; keep that out of the rates
+    broker.create_topic("warm-up", partitions)
+    produce(broker.bootstrap, "warm-up", WARM_UP_MESSAGES)
+
+
+def timed_produce(
+    broker: ServerProcess, topic: str, partitions: int, count: int, value: bytes = VALUE
+) -> Pass:
+    """Produce `count` values into a fresh topic and check that every one was written."""
+    broker.create_topic(topic, partitions)
+    broker_cpu, client_cpu = broker.cpu_seconds(), time.process_time()
+    seconds = produce(broker.bootstrap, topic, count, value)
+    done = Pass(count, seconds, broker.cpu_seconds() - broker_cpu, time.process_time() - client_cpu)
+    _, written = stored_range(broker.bootstrap, topic, partitions)
+    if written != count:
+        raise RuntimeError(f"{broker.kind}: {written} written, expected {count}")
+    return done
+
+
+def timed_consume(
+    broker: ServerProcess,
+    topic: str,
+    partitions: int,
+    cap_s: float,
+    settings: dict[str, Any],
+) -> tuple[int, Pass]:
+    """(messages the broker held, the pass reading them): the mock drops old data, so
+    only what it still held is expected and only what arrived is counted."""
+    held, _ = stored_range(broker.bootstrap, topic, partitions)
+    broker_cpu, client_cpu = broker.cpu_seconds(), time.process_time()
+    received, seconds = consume(broker.bootstrap, topic, partitions, held, cap_s, settings)
+    done = Pass(
+        received, seconds, broker.cpu_seconds() - broker_cpu, time.process_time() - client_cpu
+    )
+    return held, done
+
+
 def run_throughput(kind: str, plan: Plan, samples: Samples) -> None:
     with server(kind) as broker:
-        # first requests of a kind load code on both sides; keep that out of the rates
-        broker.create_topic("warm-up", plan.partitions)
-        produce(broker.bootstrap, "warm-up", WARM_UP_MESSAGES)
+        warm_up(broker, plan.partitions)
         for rep in range(plan.produce_reps):
-            topic = f"bench-{rep}"
-            broker.create_topic(topic, plan.partitions)
-            broker_cpu, client_cpu = broker.cpu_seconds(), time.process_time()
-            seconds = produce(broker.bootstrap, topic, plan.messages)
-            per_100k = 100_000 / plan.messages * 1000
-            samples.add("produce_broker_cpu", kind, (broker.cpu_seconds() - broker_cpu) * per_100k)
-            samples.add("produce_client_cpu", kind, (time.process_time() - client_cpu) * per_100k)
-            held, written = stored_range(broker.bootstrap, topic, plan.partitions)
-            if written != plan.messages:
-                raise RuntimeError(f"{kind}: {written} written, expected {plan.messages}")
-            samples.add("produce", kind, plan.messages / seconds)
-        held, _ = stored_range(broker.bootstrap, "bench-0", plan.partitions)
+            done = timed_produce(broker, f"bench-{rep}", plan.partitions, plan.messages)
+            per_100k = 100_000 / done.count * 1000
+            samples.add("produce_broker_cpu", kind, done.broker_cpu * per_100k)
+            samples.add("produce_client_cpu", kind, done.client_cpu * per_100k)
+            samples.add("produce", kind, done.rate)
         for key, settings in (("consume", CONSUME_TUNED), ("consume_default", {})):
-            broker_cpu, client_cpu = broker.cpu_seconds(), time.process_time()
-            received, seconds = consume(
-                broker.bootstrap, "bench-0", plan.partitions, held, plan.consume_cap_s, settings
+            held, done = timed_consume(
+                broker, "bench-0", plan.partitions, plan.consume_cap_s, settings
             )
-            samples.add(key, kind, received / seconds)
-            samples.add(f"{key}_received", kind, received)
-            if key == "consume" and received:
-                per_100k = 100_000 / received * 1000
-                samples.add(
-                    "consume_broker_cpu", kind, (broker.cpu_seconds() - broker_cpu) * per_100k
-                )
-                samples.add(
-                    "consume_client_cpu", kind, (time.process_time() - client_cpu) * per_100k
-                )
+            samples.add(key, kind, done.rate)
+            samples.add(f"{key}_received", kind, done.count)
+            if key == "consume" and done.count:
+                per_100k = 100_000 / done.count * 1000
+                samples.add("consume_broker_cpu", kind, done.broker_cpu * per_100k)
+                samples.add("consume_client_cpu", kind, done.client_cpu * per_100k)
         samples.add("consume_held", kind, held)
 
 
@@ -392,6 +441,72 @@ def measure(plan: Plan, log: Callable[[str], None]) -> Samples:
             run_latency(kind, plan, samples)
             log(f"run {run + 1}/{plan.runs} {kind}: memory, {plan.memory_messages:,} messages")
             run_memory(kind, plan, samples)
+    return samples
+
+
+# --- growth with the work ---
+
+
+@dataclass(frozen=True)
+class GrowthPoint:
+    partitions: int
+    value_size: int
+
+    @property
+    def key(self) -> str:
+        return f"growth_p{self.partitions}_v{self.value_size}"
+
+
+GROWTH_POINTS = (
+    GrowthPoint(1, 100),
+    GrowthPoint(6, 100),
+    GrowthPoint(64, 100),
+    GrowthPoint(256, 100),
+    GrowthPoint(6, 1024),
+    GrowthPoint(6, 10 * 1024),
+)
+
+
+def growth_messages(plan: Plan, point: GrowthPoint) -> int:
+    return plan.growth_bytes // point.value_size
+
+
+def run_growth_point(kind: str, plan: Plan, point: GrowthPoint, samples: Samples) -> None:
+    """Produce then consume one byte budget on a fresh broker (same settings as the
+    main produce / consume rows)."""
+    mib = point.value_size / 2**20  # per message
+    with server(kind) as broker:
+        warm_up(broker, point.partitions)
+        produced = timed_produce(
+            broker,
+            "growth",
+            point.partitions,
+            growth_messages(plan, point),
+            b"v" * point.value_size,
+        )
+        held, consumed = timed_consume(
+            broker, "growth", point.partitions, plan.consume_cap_s, CONSUME_TUNED
+        )
+    key = point.key
+    samples.add(f"{key}_produce", kind, produced.rate)
+    samples.add(f"{key}_produce_cpu", kind, produced.broker_cpu * 1000 / (produced.count * mib))
+    samples.add(f"{key}_consume", kind, consumed.rate)
+    if consumed.count:
+        samples.add(f"{key}_consume_cpu", kind, consumed.broker_cpu * 1000 / (consumed.count * mib))
+    samples.add(f"{key}_held", kind, held)
+    samples.add(f"{key}_received", kind, consumed.count)
+
+
+def measure_growth(plan: Plan, log: Callable[[str], None]) -> Samples:
+    samples = Samples()
+    for run in range(plan.runs):
+        for point in GROWTH_POINTS:
+            for kind in SIDES:
+                log(
+                    f"run {run + 1}/{plan.runs} {kind}: growth, {point.partitions} partitions, "
+                    f"{growth_messages(plan, point):,} x {point.value_size} B"
+                )
+                run_growth_point(kind, plan, point, samples)
     return samples
 
 
@@ -502,6 +617,100 @@ def table(samples: Samples, plan: Plan) -> list[str]:
     return lines
 
 
+def _size(size: int) -> str:
+    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size} B"
+
+
+def _ratio(mb: float | None, mock: float | None) -> str:
+    return f"{mb / mock:.2f}" if mb is not None and mock else "n/a"
+
+
+def growth_tables(samples: Samples, plan: Plan) -> list[str]:
+    def rate(key: str, side: str, value_size: int) -> str:
+        found = samples.median(key, side)
+        if found is None:
+            return "n/a"
+        return f"{_fmt(found, 'msg/s')} ({found * value_size / 2**20:,.0f} MiB/s)"
+
+    lines = [
+        "| partitions | value | produce, minibroker | produce, mock | ratio "
+        "| consume, minibroker | consume, mock | ratio | messages read, minibroker / mock |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for point in GROWTH_POINTS:
+        key, size = point.key, point.value_size
+        cells = [str(point.partitions), _size(size)]
+        for metric in ("produce", "consume"):
+            mb = samples.median(f"{key}_{metric}", "minibroker")
+            mock = samples.median(f"{key}_{metric}", "mock")
+            cells += [
+                rate(f"{key}_{metric}", "minibroker", size),
+                rate(f"{key}_{metric}", "mock", size),
+                _ratio(mb, mock),
+            ]
+        if (samples.median(f"{key}_held", "mock") or 0) < growth_messages(plan, point):
+            cells[6] += " \\*"  # the mock held less than it was sent
+        read = [samples.median(f"{key}_received", side) for side in SIDES]
+        cells.append(" / ".join(f"{count:,.0f}" if count is not None else "n/a" for count in read))
+        lines.append(f"| {' | '.join(cells)} |")
+    lines += [
+        "",
+        "Broker CPU (every thread of the broker's process) per MiB of values moved:",
+        "",
+        "| partitions | value | produce, minibroker | produce, mock | ratio "
+        "| consume, minibroker | consume, mock | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for point in GROWTH_POINTS:
+        cells = [str(point.partitions), _size(point.value_size)]
+        for metric in ("produce_cpu", "consume_cpu"):
+            mb = samples.median(f"{point.key}_{metric}", "minibroker")
+            mock = samples.median(f"{point.key}_{metric}", "mock")
+            cells += [_fmt(mb, "ms"), _fmt(mock, "ms"), _ratio(mb, mock)]
+        lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
+def growth_notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
+    def short(side: str) -> list[str]:
+        return [
+            f"{point.partitions} x {_size(point.value_size)}: "
+            f"{samples.median(f'{point.key}_held', side) or 0:,.0f} of "
+            f"{growth_messages(plan, point):,}"
+            for point in GROWTH_POINTS
+            if (samples.median(f"{point.key}_held", side) or 0) < growth_messages(plan, point)
+        ]
+
+    minibroker_short, mock_short = short("minibroker"), short("mock")
+    lines = [
+        f"- Each point produces {plan.growth_bytes / 2**20:,.0f} MiB of values (so "
+        f"{growth_messages(plan, GROWTH_POINTS[0]):,} messages at 100 B, "
+        f"{growth_messages(plan, GROWTH_POINTS[-1]):,} at 10 KiB) into a fresh topic on a "
+        "fresh broker child process, after the same untimed warm-up as above, then reads "
+        "it back from the beginning with `assign()`. Same client settings as the main "
+        "produce and consume rows (`acks=all`, `fetch.queue.backoff.ms=10`). Medians of "
+        f"{plan.runs} run(s), sides interleaved point by point. Load average {load[0]} at "
+        f"the start, {load[1]} at the end.",
+        "- Consume rates count only the messages that arrived, over at most "
+        f"{plan.consume_cap_s:.0f} s, out of what the broker still held. minibroker held "
+        + (
+            "every message at every point."
+            if not minibroker_short
+            else f"less than it was sent: {'; '.join(minibroker_short)}."
+        ),
+    ]
+    if mock_short:
+        lines.append(
+            "- The mock drops the oldest data of a partition beyond a few MB, so it held "
+            "less than it was sent where a partition got more than that (median held of "
+            f"sent, partitions x value): {'; '.join(mock_short)}. Its consume rates there "
+            "(marked \\*) are over that smaller read, so the consumer's fixed start "
+            "(0.5 to 1 s to the first message on either side: its first Fetch may name "
+            "only an empty partition and wait out `fetch.wait.max.ms`) weighs more in them."
+        )
+    return lines
+
+
 def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
     def med(key: str, side: str) -> float:
         return samples.median(key, side) or 0.0
@@ -569,6 +778,65 @@ def _client_version() -> str:
     return f"{client_text} (librdkafka {library[0]})"
 
 
+GROWTH_HEADING = "## Growth with the work"
+
+
+def write_results(core: str | None = None, growth: str | None = None) -> None:
+    """Replace one section of RESULTS.md, keeping the other as it was."""
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    old_main, marker, old_growth = old.partition(GROWTH_HEADING)
+    parts = [core if core is not None else old_main]
+    if growth is not None:
+        parts.append(growth)
+    elif marker:
+        parts.append(marker + old_growth)
+    RESULTS.write_text("\n\n".join(part.strip("\n") for part in parts if part.strip()) + "\n")
+
+
+def growth_section(plan: Plan, heading: str, log: Callable[[str], None]) -> str:
+    load_before = _load_average()
+    started = time.perf_counter()
+    samples = measure_growth(plan, log)
+    elapsed = time.perf_counter() - started
+    lines = growth_tables(samples, plan)
+    print("\n".join(lines))
+    return "\n".join(
+        [
+            GROWTH_HEADING,
+            "",
+            f"{heading}, {elapsed:.0f} s. Produce and consume rates as the partition count "
+            "and the value size grow, the same value bytes at every point. Ratios are "
+            "minibroker / mock (for rates higher is better, for CPU lower is better).",
+            "",
+            *lines,
+            "",
+            *growth_notes(samples, plan, (load_before, _load_average())),
+        ]
+    )
+
+
+def core_section(plan: Plan, heading: str, log: Callable[[str], None]) -> str:
+    load_before = _load_average()
+    started = time.perf_counter()
+    samples = measure(plan, log)
+    elapsed = time.perf_counter() - started
+    load = (load_before, _load_average())
+    lines = table(samples, plan)
+    print("\n".join(lines))
+    return "\n".join(
+        [
+            "# Broker core benchmarks",
+            "",
+            f"{heading}, {elapsed:.0f} s. Ratios are minibroker / mock "
+            "(for rates higher is better, for times and memory lower is better).",
+            "",
+            *lines,
+            "",
+            *notes(samples, plan, load),
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.core",
@@ -577,6 +845,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, one run (smoke)")
     parser.add_argument("--runs", type=int, help="runs per side (default 3, quick 1)")
+    parser.add_argument(
+        "--growth", action="store_true", help="only the growth with partitions and value size"
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.runs is not None:
@@ -585,30 +856,14 @@ def main(argv: list[str] | None = None) -> int:
     def log(text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
-    load_before = _load_average()
-    started = time.perf_counter()
-    samples = measure(plan, log)
-    elapsed = time.perf_counter() - started
-    load = (load_before, _load_average())
-    lines = table(samples, plan)
-    body = "\n".join(lines)
-    print(body)
+    command = "python -m bench.core" + " --growth" * args.growth + " --quick" * args.quick
     kind = "quick smoke run" if args.quick else "full run"
-    document = "\n".join(
-        [
-            "# Broker core benchmarks",
-            "",
-            f"`python -m bench.core{' --quick' if args.quick else ''}`, {kind}, "
-            f"{time.strftime('%Y-%m-%d')}, {elapsed:.0f} s. Ratios are minibroker / mock "
-            "(for rates higher is better, for times and memory lower is better).",
-            "",
-            body,
-            "",
-            *notes(samples, plan, load),
-            "",
-        ]
-    )
-    RESULTS.write_text(document)
+    heading = f"`{command}`, {kind}, {time.strftime('%Y-%m-%d')}"
+    started = time.perf_counter()
+    core = None if args.growth else core_section(plan, heading, log)
+    growth = growth_section(plan, heading, log)
+    write_results(core=core, growth=growth)
+    elapsed = time.perf_counter() - started
     print(f"\nwritten to {RESULTS.relative_to(ROOT)} ({elapsed:.0f} s)")
     return 0
 
