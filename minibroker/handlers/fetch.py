@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, millis
 from minibroker.handlers.registry import Pending, RequestContext, api
+from minibroker.state.log import PartitionLog
 from minibroker.state.topics import Topic
 
 FIRST_TOPIC_ID_VERSION = 13
@@ -32,35 +33,56 @@ def _topic_of(ctx: RequestContext, fetch_topic: Any) -> tuple[Topic | None, Erro
     return topic, ErrorCode.unknown_topic_or_partition
 
 
-def _collect(ctx: RequestContext, request: Any) -> tuple[Any, int]:
-    """Build the response from what is stored now; also return the record bytes in it."""
+def _locate(
+    ctx: RequestContext, topic: Topic | None, missing_code: ErrorCode, wanted: Any
+) -> tuple[PartitionLog | None, ErrorCode]:
+    """The log a requested partition reads from, or why it cannot be read."""
+    if topic is None:
+        return None, missing_code
+    if not 0 <= wanted.partition < len(topic.partitions):
+        return None, ErrorCode.unknown_topic_or_partition
+    partition = topic.partitions[wanted.partition]
+    if partition.leader != ctx.node_id:
+        return None, ErrorCode.not_leader_or_follower
+    log = partition.log
+    if not log.log_start_offset <= wanted.fetch_offset <= log.high_watermark:
+        return log, ErrorCode.offset_out_of_range
+    return log, ErrorCode.none
+
+
+def _can_answer(ctx: RequestContext, request: Any) -> bool:
+    """Whether min_bytes are available or a partition has an error: the cheap test a
+    waiting fetch repeats on every append, before any response is built."""
+    available = 0
+    for fetch_topic in request.topics:
+        topic, missing_code = _topic_of(ctx, fetch_topic)
+        for wanted in fetch_topic.partitions:
+            log, code = _locate(ctx, topic, missing_code, wanted)
+            if code != ErrorCode.none or log is None:
+                return True
+            available += min(log.bytes_from(wanted.fetch_offset), wanted.partition_max_bytes)
+            if available >= request.min_bytes:
+                return True
+    return bool(available >= request.min_bytes)
+
+
+def _collect(ctx: RequestContext, request: Any) -> Any:
+    """Build the response from what is stored now."""
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
-    total = 0
+    first = True
     topic_responses = []
     for fetch_topic in request.topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
         partitions = []
         for wanted in fetch_topic.partitions:
-            code = ErrorCode.none
+            log, code = _locate(ctx, topic, missing_code, wanted)
             data = b""
-            high_watermark = log_start = -1
-            if topic is None:
-                code = missing_code
-            elif not 0 <= wanted.partition < len(topic.partitions):
-                code = ErrorCode.unknown_topic_or_partition
-            elif topic.partitions[wanted.partition].leader != ctx.node_id:
-                code = ErrorCode.not_leader_or_follower
-            else:
-                log = topic.partitions[wanted.partition].log
-                high_watermark, log_start = log.high_watermark, log.log_start_offset
-                offset = wanted.fetch_offset
-                if offset < log_start or offset > high_watermark:
-                    code = ErrorCode.offset_out_of_range
-                elif budget > 0:
-                    limit = min(wanted.partition_max_bytes, budget)
-                    data = log.read(offset, limit, allow_oversized_first=total == 0)
-                    total += len(data)
-                    budget -= len(data)
+            if log is not None and code == ErrorCode.none and budget > 0:
+                limit = min(wanted.partition_max_bytes, budget)
+                data = log.read(wanted.fetch_offset, limit, allow_oversized_first=first)
+                first = first and not data
+                budget -= len(data)
+            high_watermark = log.high_watermark if log is not None else -1
             partitions.append(
                 ctx.make(
                     "PartitionData",
@@ -68,7 +90,7 @@ def _collect(ctx: RequestContext, request: Any) -> tuple[Any, int]:
                     error_code=code,
                     high_watermark=high_watermark,
                     last_stable_offset=high_watermark,
-                    log_start_offset=log_start,
+                    log_start_offset=log.log_start_offset if log is not None else -1,
                     aborted_transactions=None,
                     preferred_read_replica=-1,
                     records=data,
@@ -82,18 +104,13 @@ def _collect(ctx: RequestContext, request: Any) -> tuple[Any, int]:
                 partitions=tuple(partitions),
             )
         )
-    response = ctx.response(
+    return ctx.response(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
         responses=tuple(topic_responses),
         node_endpoints=(),
     )
-    return response, total
-
-
-def _has_errors(response: Any) -> bool:
-    return any(p.error_code != ErrorCode.none for t in response.responses for p in t.partitions)
 
 
 @api(1, "Fetch", 4, 17)
@@ -107,15 +124,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
             node_endpoints=(),
         )
-    response, size = _collect(ctx, request)
     wait_ms = millis(request.max_wait)
-    if size >= request.min_bytes or wait_ms <= 0 or _has_errors(response):
-        return response
+    if wait_ms <= 0 or _can_answer(ctx, request):
+        return _collect(ctx, request)
 
     def poll(final: bool) -> Any:
-        again, again_size = _collect(ctx, request)
-        if final or again_size >= request.min_bytes or _has_errors(again):
-            return again
-        return None
+        return _collect(ctx, request) if final or _can_answer(ctx, request) else None
 
     return Pending(deadline=ctx.cluster.clock.monotonic() + wait_ms / 1000, poll=poll)

@@ -17,7 +17,12 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from kio.index import load_payload_module
+from kio.index import (
+    KioIndexError,
+    load_payload_module,
+    load_request_schema,
+    load_response_schema,
+)
 from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -50,61 +55,39 @@ def api_name(api_key: int) -> str:
 
 @cache
 def request_module(api_key: int, version: int) -> ModuleType | None:
+    """The module of a request version (for building nested request structures)."""
     try:
         return load_payload_module(api_key, version, EntityType.request)
-    except Exception:
+    except KioIndexError:
         return None
 
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
+    """The module of a response version: handlers build its nested structures by name."""
     return load_payload_module(api_key, version, EntityType.response)
 
 
 @cache
 def request_class(api_key: int, version: int) -> type[Any] | None:
-    module = request_module(api_key, version)
-    if module is None:
+    try:
+        return load_request_schema(api_key, version)
+    except KioIndexError:
         return None
-    for value in vars(module).values():
-        if (
-            isinstance(value, type)
-            and getattr(value, "__type__", None) is EntityType.request
-            and value.__module__ == module.__name__
-        ):
-            return value
-    return None
 
 
 @cache
 def response_class(api_key: int, version: int) -> type[Any]:
-    module = response_module(api_key, version)
-    for value in vars(module).values():
-        if (
-            isinstance(value, type)
-            and getattr(value, "__type__", None) is EntityType.response
-            and value.__module__ == module.__name__
-        ):
-            return value
-    raise LookupError(f"no response class for api {api_key} v{version}")
+    return load_response_schema(api_key, version)
 
 
-_READERS: dict[type[Any], Callable[[bytes | memoryview, int], tuple[Any, int]]] = {}
-_WRITERS: dict[type[Any], Callable[[io.BytesIO, Any], None]] = {}
-
-
+# kio caches the reader and writer it builds for each class.
 def _reader(cls: type[Any]) -> Callable[[bytes | memoryview, int], tuple[Any, int]]:
-    reader = _READERS.get(cls)
-    if reader is None:
-        reader = _READERS[cls] = entity_reader(cls)  # type: ignore[assignment]
-    return reader
+    return entity_reader(cls)  # type: ignore[return-value]
 
 
 def _writer(cls: type[Any]) -> Callable[[io.BytesIO, Any], None]:
-    writer = _WRITERS.get(cls)
-    if writer is None:
-        writer = _WRITERS[cls] = entity_writer(cls)  # type: ignore[assignment]
-    return writer
+    return entity_writer(cls)  # type: ignore[return-value]
 
 
 def peek_header_prefix(frame: bytes | memoryview) -> tuple[int, int, int]:
@@ -161,15 +144,19 @@ def _finish_frame(out: io.BytesIO) -> bytes:
     return out.getvalue()
 
 
+def _response_header_class(api_key: int, flexible: bool) -> type[Any]:
+    """Header v1 for flexible versions, except ApiVersions, which always uses v0."""
+    if flexible and api_key != API_VERSIONS_KEY:
+        return ResponseHeaderV1
+    return ResponseHeaderV0
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """Serialise a response body with the header its API and version call for."""
     out = io.BytesIO()
     out.write(b"\x00\x00\x00\x00")  # frame size, patched below
-    flexible_header = response.__flexible__ and response.__api_key__ != API_VERSIONS_KEY
-    if flexible_header:
-        _writer(ResponseHeaderV1)(out, ResponseHeaderV1(correlation_id=i32(correlation_id)))
-    else:
-        _writer(ResponseHeaderV0)(out, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    header_cls = _response_header_class(response.__api_key__, response.__flexible__)
+    _writer(header_cls)(out, header_cls(correlation_id=i32(correlation_id)))
     _writer(type(response))(out, response)
     return _finish_frame(out)
 
@@ -178,26 +165,16 @@ def encode_request(header: RequestHeader, request: Any) -> bytes:
     """Serialise a request with its header (used by tests and the benchmark client)."""
     out = io.BytesIO()
     out.write(b"\x00\x00\x00\x00")
-    if request.__flexible__:
-        _writer(RequestHeaderV2)(
-            out,
-            RequestHeaderV2(
-                request_api_key=header.api_key,  # type: ignore[arg-type]
-                request_api_version=header.api_version,  # type: ignore[arg-type]
-                correlation_id=header.correlation_id,  # type: ignore[arg-type]
-                client_id=header.client_id,
-            ),
-        )
-    else:
-        _writer(RequestHeaderV1)(
-            out,
-            RequestHeaderV1(
-                request_api_key=header.api_key,  # type: ignore[arg-type]
-                request_api_version=header.api_version,  # type: ignore[arg-type]
-                correlation_id=header.correlation_id,  # type: ignore[arg-type]
-                client_id=header.client_id,
-            ),
-        )
+    header_cls = RequestHeaderV2 if request.__flexible__ else RequestHeaderV1
+    _writer(header_cls)(
+        out,
+        header_cls(
+            request_api_key=header.api_key,  # type: ignore[arg-type]
+            request_api_version=header.api_version,  # type: ignore[arg-type]
+            correlation_id=header.correlation_id,  # type: ignore[arg-type]
+            client_id=header.client_id,
+        ),
+    )
     _writer(type(request))(out, request)
     return _finish_frame(out)
 
@@ -205,9 +182,7 @@ def encode_request(header: RequestHeader, request: Any) -> bytes:
 def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
     """Decode a response frame body (without the size prefix): correlation id and body."""
     cls = response_class(api_key, version)
-    flexible_header = cls.__flexible__ and api_key != API_VERSIONS_KEY
-    header_cls = ResponseHeaderV1 if flexible_header else ResponseHeaderV0
-    header, offset = _reader(header_cls)(frame, 0)
+    header, offset = _reader(_response_header_class(api_key, cls.__flexible__))(frame, 0)
     body, _ = _reader(cls)(frame, offset)
     return int(header.correlation_id), body
 

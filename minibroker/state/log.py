@@ -31,6 +31,7 @@ class PartitionLog:
         self._base_offsets = array("q")
         self._max_timestamps = array("q")  # running maximum, for bisection
         self._batch_timestamps = array("q")  # each batch's own max timestamp
+        self._positions = array("q")  # byte position of each batch in the log
         self.log_start_offset = 0
         self.next_offset = 0  # log end offset; with no followers also the high watermark
         self.size_bytes = 0
@@ -59,10 +60,17 @@ class PartitionLog:
         self._batches.append(stored)
         self._base_offsets.append(base_offset)
         self._batch_timestamps.append(max_timestamp)
+        self._positions.append(self.size_bytes)
         self._max_timestamps.append(max(previous_max, max_timestamp))
         self.next_offset = base_offset + header.last_offset_delta + 1
         self.size_bytes += len(stored)
         return AppendResult(base_offset=base_offset, log_append_time=append_time)
+
+    def bytes_from(self, offset: int) -> int:
+        """Stored bytes a read at `offset` could return (its batch and all after it)."""
+        if offset >= self.next_offset or not self._batches:
+            return 0
+        return self.size_bytes - self._positions[self._batch_index(offset)]
 
     def _batch_index(self, offset: int) -> int:
         """Index of the batch that holds `offset` (or the first one after it)."""

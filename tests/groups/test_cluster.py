@@ -8,9 +8,6 @@ produce/consume and static membership go through confluent-kafka.
 from __future__ import annotations
 
 import datetime
-import itertools
-import socket
-import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,13 +27,14 @@ from tests.groups.conftest import (
     unique,
     wait_until,
 )
+from tests.rawclient import RawClient
+from tests.rawclient import make as entity
 
 NODES = 3
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
 FENCED_INSTANCE_ID = 82
-_correlation = itertools.count(1)
 
 
 @pytest.fixture
@@ -45,35 +43,14 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-# --- a raw client: one request, one response ---
-
-
-def entity(api_key: int, version: int, kind: str, **fields: Any) -> Any:
-    """A request (or nested) entity of the given API version, by kio class name."""
-    module = messages.request_module(api_key, version)
-    assert module is not None, f"api {api_key} v{version} unknown"
-    return getattr(module, kind)(**fields)
+# --- raw requests: one request, one response ---
 
 
 def call(cluster: Cluster, node: int, api_key: int, version: int, request: Any) -> Any:
     """Send `request` to one node and return the decoded response body."""
     server = cluster.nodes[node]
-    header = messages.RequestHeader(api_key, version, next(_correlation), "raw-test")
-    with socket.create_connection((server.advertised_host, server.port), timeout=10) as sock:
-        sock.sendall(messages.encode_request(header, request))
-        (size,) = struct.unpack(">i", receive(sock, 4))
-        correlation, body = messages.decode_response(receive(sock, size), api_key, version)
-    assert correlation == header.correlation_id
-    return body
-
-
-def receive(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "connection closed before the response"
-        data += chunk
-    return bytes(data)
+    with RawClient(f"{server.advertised_host}:{server.port}", client_id="raw-test") as client:
+        return client.request(api_key, version, request)
 
 
 def java_hash(text: str) -> int:
