@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -66,48 +66,41 @@ def _to_protocol(
     }
 
 
-class RangeAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+class _StatelessAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+    """An aiokafka assignor around one of the pure functions of `consumer.assign`."""
+
+    name = ""
+    version = 0
+    strategy: Callable[[Mapping[str, frozenset[str]], Mapping[str, int]], Assignment]
+
+    @classmethod
+    def assign(cls, cluster: Any, members: Mapping[str, Any]) -> dict[str, Any]:
+        subscriptions = _subscriptions(members)
+        topics = {t for topics in subscriptions.values() for t in topics}
+        result = cls.strategy(subscriptions, _partition_counts(cluster, topics))
+        return _to_protocol(result, cls.version)
+
+    @classmethod
+    def metadata(cls, topics: Iterable[str]) -> Any:
+        return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), b"")
+
+    @classmethod
+    def on_assignment(cls, assignment: Any) -> None:
+        return None
+
+
+class RangeAssignor(_StatelessAssignor):
     """Java's RangeAssignor: contiguous ranges per topic, extras to the first members."""
 
     name = "range"
-    version = 0
-
-    @classmethod
-    def assign(cls, cluster: Any, members: Mapping[str, Any]) -> dict[str, Any]:
-        subscriptions = _subscriptions(members)
-        topics = {t for topics in subscriptions.values() for t in topics}
-        result = range_assign(subscriptions, _partition_counts(cluster, topics))
-        return _to_protocol(result, cls.version)
-
-    @classmethod
-    def metadata(cls, topics: Iterable[str]) -> Any:
-        return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), b"")
-
-    @classmethod
-    def on_assignment(cls, assignment: Any) -> None:
-        return None
+    strategy = staticmethod(range_assign)
 
 
-class RoundRobinAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+class RoundRobinAssignor(_StatelessAssignor):
     """Java's RoundRobinAssignor: deal partitions to members in sort order."""
 
     name = "roundrobin"
-    version = 0
-
-    @classmethod
-    def assign(cls, cluster: Any, members: Mapping[str, Any]) -> dict[str, Any]:
-        subscriptions = _subscriptions(members)
-        topics = {t for topics in subscriptions.values() for t in topics}
-        result = roundrobin_assign(subscriptions, _partition_counts(cluster, topics))
-        return _to_protocol(result, cls.version)
-
-    @classmethod
-    def metadata(cls, topics: Iterable[str]) -> Any:
-        return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), b"")
-
-    @classmethod
-    def on_assignment(cls, assignment: Any) -> None:
-        return None
+    strategy = staticmethod(roundrobin_assign)
 
 
 # Sticky user data, the Java StickyAssignor's layout (v1):
