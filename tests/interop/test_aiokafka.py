@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import ConsumerRecord
 
+from fixtures.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,
@@ -28,7 +29,6 @@ from tests.interop.conftest import (
     unique_client_id,
 )
 
-TopicFactory = Callable[..., str]
 TIMEOUT = 15  # seconds for any one client operation
 LOG_APPEND_TIME = 1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,6 +32,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from fixtures.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,
@@ -47,7 +48,6 @@ from tests.interop.conftest import (
     unique_client_id,
 )
 
-TopicFactory = Callable[..., str]
 TIMEOUT = 15  # seconds for any one client operation
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,6 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec, OffsetTimestamp
 from kafka.consumer.fetcher import ConsumerRecord
 
+from fixtures.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,
@@ -30,7 +31,6 @@ from tests.interop.conftest import (
     wait_until,
 )
 
-TopicFactory = Callable[..., str]
 TIMEOUT = 15  # seconds for any one client operation
 LOG_APPEND_TIME = 1
 

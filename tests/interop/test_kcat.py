@@ -8,13 +8,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
+from fixtures.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,
@@ -33,7 +34,6 @@ from tests.interop.conftest import (
 KCAT = shutil.which("kcat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
 
-TopicFactory = Callable[..., str]
 TIMEOUT = 20  # seconds for one kcat run
 
 

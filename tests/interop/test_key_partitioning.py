@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
+from fixtures.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import java_partition, murmur2, unique_client_id
 
-TopicFactory = Callable[..., str]
 TIMEOUT = 15
 
 # Facts from Kafka's own UtilsTest.testMurmur2 (signed Java ints).
