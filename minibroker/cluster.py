@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import RequestRecord
-from minibroker.server import NodeServer
+from minibroker.server import GroupTimer, NodeServer
 from minibroker.state.clock import Clock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.topics import Topic
@@ -95,6 +95,7 @@ class Cluster:
             NodeServer(self.state, node_id, self.config.host, port, self.config.advertised_host)
             for node_id, port in enumerate(chosen_ports)
         ]
+        self._group_timer = GroupTimer(self.state)
         self._thread: _LoopThread | None = None
         self._running = False
 
@@ -106,6 +107,7 @@ class Cluster:
             for node in self.nodes:
                 await node.start()
                 started.append(node)
+            self._group_timer.start()
         except BaseException:
             for node in started:
                 await node.stop()
@@ -117,6 +119,7 @@ class Cluster:
     async def stop(self) -> None:
         if self._running:
             self._running = False
+            await self._group_timer.stop()
             for node in self.nodes:
                 await node.stop()
 

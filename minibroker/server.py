@@ -64,7 +64,6 @@ class NodeServer:
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()  # outlive their connection briefly
-        self._timer: asyncio.Task[None] | None = None
 
     @property
     def connection_count(self) -> int:
@@ -76,18 +75,12 @@ class NodeServer:
         self.port = self._server.sockets[0].getsockname()[1]
         self.cluster.add_node(Node(self.node_id, self.advertised_host, self.port))
         self.cluster.on_append.append(self.signal.fire)
-        self._timer = asyncio.create_task(self._group_timer(), name=f"group-timer-{self.node_id}")
         log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
     async def stop(self) -> None:
         if self._server is None:
             return
         self._server.close()
-        if self._timer is not None:
-            self._timer.cancel()
-            with contextlib.suppress(BaseException):
-                await self._timer
-            self._timer = None
         connections = list(self._connections)
         for connection in connections:
             connection.abort()
@@ -102,7 +95,7 @@ class NodeServer:
         self._server = None
         log.info("broker %d stopped", self.node_id)
 
-    async def _finish(self, pending: PendingReply) -> bytes | None:
+    async def finish_long_poll(self, pending: PendingReply) -> bytes | None:
         while True:
             remaining = pending.deadline - self.cluster.clock.monotonic()
             if remaining <= 0:
@@ -114,8 +107,30 @@ class NodeServer:
             if response is not None:
                 return response
 
-    async def _group_timer(self) -> None:
-        """Run the group coordinator's deadlines: session expiry, rebalance timeouts."""
+
+class GroupTimer:
+    """Runs the group coordinator's deadlines (session expiry, rebalance timeouts); one
+    per cluster, however many nodes serve it."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self.cluster = cluster
+        self.signal = AppendSignal()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.cluster.on_append.append(self.signal.fire)
+        self._task = asyncio.create_task(self._run(), name="group-timer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+        with contextlib.suppress(ValueError):
+            self.cluster.on_append.remove(self.signal.fire)
+
+    async def _run(self) -> None:
         clock = self.cluster.clock
         while True:
             deadline = self.cluster.groups.next_deadline()
@@ -255,7 +270,7 @@ class _Connection(asyncio.BufferedProtocol):
                     return
                 if isinstance(outcome, PendingReply):
                     self._send(answers)  # earlier answers do not wait for a long poll
-                    outcome = await self._node._finish(outcome)
+                    outcome = await self._node.finish_long_poll(outcome)
                     if self._closing and not self._frames and transport.is_closing():
                         return
                 if outcome is not None:
