@@ -255,13 +255,9 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             del group.pending_members[member_id]
             return self._add_member_and_rebalance(now, group, new_member(member_id))
-        member = group.members.get(member_id)
+        _, member, code = self._identify(group_id, member_id, group_instance_id)
         if member is None:
-            if group_instance_id is not None and group_instance_id in group.static_members:
-                return fail(rules.FENCED_INSTANCE_ID)
-            return fail(rules.UNKNOWN_MEMBER_ID)
-        if group_instance_id is not None and member.group_instance_id != group_instance_id:
-            return fail(rules.FENCED_INSTANCE_ID)
+            return fail(code)
         member.join_version = version
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -313,7 +309,7 @@ class GroupCoordinator:
         slot: Slot[JoinOutcome] = Slot()
         self._await_join(member, slot)
         if group.state is GroupState.PREPARING_REBALANCE:
-            self._extend_initial_delay(now, group, member)
+            self._extend_initial_delay(now, group)
         else:
             self._prepare_rebalance(now, group, f"member {member.member_id} joined")
         self._maybe_complete_join(now, group)
@@ -375,9 +371,6 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, now: float, group: Group, reason: str) -> None:
         was_empty = group.state is GroupState.EMPTY
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            for member in group.members.values():
-                member.assignment = b""
         for member in group.members.values():
             if member.sync_slot is not None:
                 member.sync_slot.fill(SyncOutcome(error=rules.REBALANCE_IN_PROGRESS))
@@ -389,7 +382,7 @@ class GroupCoordinator:
         group.initial_delay_deadline = now + delay / 1000 if was_empty and delay > 0 else None
         log.debug("group %s: rebalance: %s", group.group_id, reason)
 
-    def _extend_initial_delay(self, now: float, group: Group, member: Member) -> None:
+    def _extend_initial_delay(self, now: float, group: Group) -> None:
         if group.initial_delay_deadline is None:
             return
         delay = self.config.group_initial_rebalance_delay_ms / 1000
@@ -453,17 +446,16 @@ class GroupCoordinator:
         preference = [name for name, _ in first.protocols if name in candidates]
         return max(preference, key=lambda name: (votes.get(name, 0), -preference.index(name)))
 
-    def _remove_member(self, group: Group, member_id: str) -> Member | None:
+    def _remove_member(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id, None)
         if member is None:
-            return None
+            return
         if member.group_instance_id is not None:
             group.static_members.pop(member.group_instance_id, None)
         if member.join_slot is not None:
             member.join_slot.fill(JoinOutcome(error=rules.UNKNOWN_MEMBER_ID, member_id=member_id))
         if member.sync_slot is not None:
             member.sync_slot.fill(SyncOutcome(error=rules.UNKNOWN_MEMBER_ID))
-        return member
 
     def _member_gone(self, now: float, group: Group, member_id: str, reason: str) -> None:
         """A member left or expired: rebalance the others."""
