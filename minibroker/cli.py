@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from minibroker.broker import Broker
+from minibroker.config import BrokerConfig
 from minibroker.state.topics import TopicError
+
+# Settings with a flag of their own above; every other BrokerConfig field becomes
+# `--field-name VALUE`, generated from the dataclass so the two never disagree.
+_OWN_FLAGS = {"host", "port", "num_partitions", "auto_create_topics"}
 
 
 def _int_in(low: int, high: int) -> Callable[[str], int]:
@@ -27,6 +34,25 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """BrokerConfig fields given on the command line."""
+    prefix = "setting_"
+    return {
+        name[len(prefix) :]: value
+        for name, value in vars(args).items()
+        if name.startswith(prefix) and value is not None
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,6 +80,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME[:PARTITIONS]",
         help="create a topic at start (repeatable)",
     )
+    for field in dataclasses.fields(BrokerConfig):
+        if field.name in _OWN_FLAGS:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        kind: Any = {"int": int, "float": float, "bool": _bool}.get(str(field.type), str)
+        parser.add_argument(
+            flag,
+            dest=f"setting_{field.name}",
+            type=kind,
+            default=None,
+            metavar=field.name.upper(),
+            help=f"BrokerConfig.{field.name} (default: {field.default})",
+        )
     parser.add_argument(
         "--log-level",
         default="INFO",
@@ -69,6 +108,7 @@ async def _serve(args: argparse.Namespace) -> int:
         args.port,
         num_partitions=args.partitions,
         auto_create_topics=not args.no_auto_create,
+        **_settings(args),
     )
     try:
         await broker.start()
