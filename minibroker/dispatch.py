@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ class PendingReply:
 
     deadline: float
     finish: Callable[[bool], bytes | None]
+    wait_keys: tuple[Hashable, ...]
 
 
 class Dispatcher:
@@ -122,5 +123,7 @@ class Dispatcher:
                     return None
                 return messages.encode_response(correlation_id, response)
 
-            return PendingReply(deadline=pending.deadline, finish=finish)
+            return PendingReply(
+                deadline=pending.deadline, finish=finish, wait_keys=pending.wait_keys
+            )
         return messages.encode_response(correlation_id, result)

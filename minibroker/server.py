@@ -1,7 +1,10 @@
 """asyncio transport for one broker node: accept, read frames, answer in order.
 
 Requests of one connection are handled one at a time, so responses leave in request
-order (clients rely on it) and a long poll holds back only its own connection.
+order (clients rely on it) and a long poll holds back only its own connection. A
+connection stops reading while a request is in progress, so one client can make the
+broker hold at most one request and its answer; budgets and timeouts follow the rules
+in `minibroker.limits`.
 """
 
 from __future__ import annotations
@@ -10,39 +13,52 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Hashable, Iterable
 
 from minibroker.dispatch import CloseConnection, Dispatcher, PendingReply
+from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
-from minibroker.state.cluster import ClusterState, Node
+from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
 
 log = logging.getLogger("minibroker.server")
 
 WRITE_HIGH_WATER = 4 * 1024 * 1024
-MAX_QUEUED_FRAMES = 64  # received but unanswered; past this, reading pauses
 GROUP_TIMER_IDLE = 1.0
 
 
-class AppendSignal:
-    """Wakes every waiting long poll when any partition gets new data."""
+class WaiterIndex:
+    """Long polls waiting for a change, indexed by what they wait on (a partition log,
+    the group coordinator), so that a change wakes only the polls that wait on it."""
 
     def __init__(self) -> None:
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._waiters: dict[Hashable, set[asyncio.Future[None]]] = {}
 
-    def fire(self) -> None:
-        waiters, self._waiters = self._waiters, set()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+    def fire(self, key: Hashable) -> None:
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
-    async def wait(self, timeout: float) -> None:
+    def waiting(self, key: Hashable) -> int:
+        return len(self._waiters.get(key, ()))
+
+    async def wait(self, keys: Iterable[Hashable], timeout: float) -> None:
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.add(waiter)
+        keys = tuple(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(waiter)
         try:
             await asyncio.wait_for(waiter, timeout)
         except TimeoutError:
             pass
         finally:
-            self._waiters.discard(waiter)
+            for key in keys:
+                registered = self._waiters.get(key)
+                if registered is not None:
+                    registered.discard(waiter)
+                    if not registered:
+                        del self._waiters[key]
 
 
 class NodeServer:
@@ -60,10 +76,13 @@ class NodeServer:
         self.port = port
         self.advertised_host = advertised_host or host
         self.dispatcher = Dispatcher(cluster, node_id)
-        self.signal = AppendSignal()
+        self.waiters = WaiterIndex()
+        self.budget = MemoryBudget(cluster.config.queued_max_request_bytes)
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        self._memory_waiters: set[_Connection] = set()  # muted until the budget frees
         self._tasks: set[asyncio.Task[None]] = set()  # outlive their connection briefly
+        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def connection_count(self) -> int:
@@ -74,13 +93,19 @@ class NodeServer:
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         self.cluster.add_node(Node(self.node_id, self.advertised_host, self.port))
-        self.cluster.on_append.append(self.signal.fire)
+        self.cluster.on_append.append(self.waiters.fire)
+        self._sweeper = loop.create_task(self._sweep(), name=f"node-{self.node_id}-sweep")
         log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
     async def stop(self) -> None:
         if self._server is None:
             return
         self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sweeper
+            self._sweeper = None
         connections = list(self._connections)
         for connection in connections:
             connection.abort()
@@ -91,35 +116,81 @@ class NodeServer:
                 await task
         await self._server.wait_closed()
         with contextlib.suppress(ValueError):
-            self.cluster.on_append.remove(self.signal.fire)
+            self.cluster.on_append.remove(self.waiters.fire)
         self._server = None
         log.info("broker %d stopped", self.node_id)
 
     async def finish_long_poll(self, pending: PendingReply) -> bytes | None:
+        clock = self.cluster.clock
         while True:
-            remaining = pending.deadline - self.cluster.clock.monotonic()
+            remaining = pending.deadline - clock.monotonic()
             if remaining <= 0:
                 return pending.finish(True)
-            await self.signal.wait(remaining)
-            if self.cluster.clock.monotonic() >= pending.deadline:
+            await self.waiters.wait(pending.wait_keys, remaining)
+            if clock.monotonic() >= pending.deadline:
                 return pending.finish(True)
             response = pending.finish(False)
             if response is not None:
                 return response
 
+    # --- memory budget ---
+
+    def wait_for_memory(self, connection: _Connection) -> None:
+        self._memory_waiters.add(connection)
+
+    def memory_freed(self) -> None:
+        """Let connections muted for memory read again while the budget allows."""
+        while self._memory_waiters and not self.budget.exhausted:
+            self._memory_waiters.pop().memory_available()
+
+    def forget(self, connection: _Connection) -> None:
+        self._connections.discard(connection)
+        self._memory_waiters.discard(connection)
+        self.budget.release(connection.meter)
+        self.memory_freed()
+
+    # --- timeouts ---
+
+    async def _sweep(self) -> None:
+        """Close connections past their idle or partial-request timeout; shrink idle ones."""
+        config = self.cluster.config
+        interval = max(
+            0.05,
+            min(
+                1.0, config.partial_request_timeout_ms / 4000, config.connections_max_idle_ms / 4000
+            ),
+        )
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for connection in list(self._connections):
+                verdict = connection.meter.verdict(now, config)
+                if verdict is Verdict.SHRINK:
+                    connection.shrink()
+                elif verdict is not Verdict.KEEP:
+                    log.info("closing connection from %s: %s", connection.peer, verdict.value)
+                    connection.abort()
+            self.memory_freed()
+
 
 class GroupTimer:
-    """Runs the group coordinator's deadlines (session expiry, rebalance timeouts); one
-    per cluster, however many nodes serve it."""
+    """Runs the group coordinator's deadlines (session expiry, rebalance timeouts, offset
+    retention); one per cluster, however many nodes serve it. It wakes on group events
+    only, never on appends."""
 
     def __init__(self, cluster: ClusterState) -> None:
         self.cluster = cluster
-        self.signal = AppendSignal()
+        self.waiters = WaiterIndex()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self.cluster.on_append.append(self.signal.fire)
+        self.cluster.on_append.append(self._changed)
         self._task = asyncio.create_task(self._run(), name="group-timer")
+
+    def _changed(self, key: Hashable) -> None:
+        if key == GROUP_EVENTS:
+            self.waiters.fire(key)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -128,7 +199,7 @@ class GroupTimer:
                 await self._task
             self._task = None
         with contextlib.suppress(ValueError):
-            self.cluster.on_append.remove(self.signal.fire)
+            self.cluster.on_append.remove(self._changed)
 
     async def _run(self) -> None:
         clock = self.cluster.clock
@@ -136,25 +207,30 @@ class GroupTimer:
             deadline = self.cluster.groups.next_deadline()
             wait = GROUP_TIMER_IDLE if deadline is None else deadline - clock.monotonic()
             if wait > 0:
-                # Any request may move the deadlines, so wake on every change too.
-                await self.signal.wait(min(wait, GROUP_TIMER_IDLE))
+                # A group request may move the deadlines, so wake on those too.
+                await self.waiters.wait((GROUP_EVENTS,), min(wait, GROUP_TIMER_IDLE))
                 continue
             try:
                 self.cluster.groups.tick(clock.monotonic())
             except Exception:
                 log.exception("group coordinator tick failed")
-            self.cluster.notify_append()
+            self.cluster.notify_append(GROUP_EVENTS)
             await asyncio.sleep(0)
 
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: the transport reads into the frame receiver's buffers, and
-    a task answers the queued frames one at a time, in order."""
+    a task answers the received frames one at a time, in order. Reading is paused while
+    a request is in progress, while the answers have not drained, and while the node's
+    memory budget is exhausted and this connection is mid-frame."""
 
     def __init__(self, node: NodeServer) -> None:
         self._node = node
+        self._loop = asyncio.get_running_loop()
         self._receiver = FrameReceiver(node.cluster.config.max_frame_bytes)
+        self.meter = ConnectionMeter(opened_at=self._loop.time())
         self._frames: deque[bytes | memoryview] = deque()
+        self._queued_bytes = 0  # received frames not yet answered
         self._wake = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -162,7 +238,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._reading_paused = False
-        self._peer = ""
+        self._short_of_memory = False
+        self.peer = ""
 
     # --- transport callbacks ---
 
@@ -170,15 +247,17 @@ class _Connection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         peer = transport.get_extra_info("peername")
-        self._peer = str(peer[0]) if peer else ""
+        self.peer = str(peer[0]) if peer else ""
         limit = self._node.cluster.config.max_connections
         if len(self._node._connections) >= limit:
             log.warning("refusing %s: max_connections=%d reached", peer, limit)
             self._closing = True
             transport.close()
             return
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._node._connections.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve())
+        self._account()
+        self._task = self._loop.create_task(self._serve())
         self._node._tasks.add(self._task)
         self._task.add_done_callback(self._node._tasks.discard)
 
@@ -186,18 +265,23 @@ class _Connection(asyncio.BufferedProtocol):
         return self._receiver.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        receiver = self._receiver
         try:
-            frames = self._receiver.received(nbytes)
+            frames = receiver.received(nbytes)
         except FrameError as exc:
-            log.warning("closing connection from %s: %s", self._peer, exc)
+            log.warning("closing connection from %s: %s", self.peer, exc)
             self.abort()
             return
+        self.meter.received(self._loop.time(), partial=receiver.partial)
         if frames:
             self._frames.extend(frames)
+            self._queued_bytes += sum(len(frame) for frame in frames)
             self._wake.set()
-            if len(self._frames) > MAX_QUEUED_FRAMES and self._transport is not None:
-                self._transport.pause_reading()
-                self._reading_paused = True
+        self._account()
+        if receiver.partial and self._node.budget.exhausted:
+            self._short_of_memory = True
+            self._node.wait_for_memory(self)
+        self._update_reading()
 
     def eof_received(self) -> bool:
         self._closing = True
@@ -207,9 +291,12 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._frames.clear()
+        self._queued_bytes = 0
         self._wake.set()
         self._writable.set()
-        self._node._connections.discard(self)
+        self._node.forget(self)
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()  # it may be waiting in a long poll nobody will read
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -220,7 +307,7 @@ class _Connection(asyncio.BufferedProtocol):
     # --- control ---
 
     def abort(self) -> None:
-        """Drop the connection now (broken stream or broker shutdown)."""
+        """Drop the connection now (broken stream, timeout or broker shutdown)."""
         self._closing = True
         self._frames.clear()
         self._wake.set()
@@ -228,6 +315,29 @@ class _Connection(asyncio.BufferedProtocol):
             self._transport.close()
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()  # it may be waiting in a long poll
+
+    def shrink(self) -> None:
+        self._receiver.shrink()
+        self._account()
+
+    def memory_available(self) -> None:
+        self._short_of_memory = False
+        self._update_reading()
+
+    def _account(self) -> None:
+        self._node.budget.update(self.meter, self._receiver.held + self._queued_bytes)
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closing:
+            return
+        mute = bool(self._frames) or self.meter.busy or self._short_of_memory
+        if mute and not self._reading_paused:
+            transport.pause_reading()
+            self._reading_paused = True
+        elif not mute and self._reading_paused:
+            transport.resume_reading()
+            self._reading_paused = False
 
     # --- answering ---
 
@@ -237,9 +347,9 @@ class _Connection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             pass
         except Exception:
-            log.exception("connection from %s failed; closing it", self._peer)
+            log.exception("connection from %s failed; closing it", self.peer)
         finally:
-            self._node._connections.discard(self)
+            self._node.forget(self)
             if self._transport is not None:
                 self._transport.close()
 
@@ -247,40 +357,52 @@ class _Connection(asyncio.BufferedProtocol):
         transport = self._transport
         assert transport is not None
         dispatcher = self._node.dispatcher
+        meter = self.meter
         while True:
             if not self._frames:
                 if self._closing:
                     return
+                meter.busy = False
+                meter.last_activity = self._loop.time()
+                self._update_reading()
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            meter.busy = True
             # Answers to the frames at hand leave in one write: a client that pipelines
             # requests gets the answers together (librdkafka retires its bootstrap
             # connection as soon as the first Metadata answer names the broker, failing a
             # request still in flight on it), and it saves a send per request.
             answers: list[bytes] = []
+            pending_bytes = 0
             while self._frames:
                 frame = self._frames.popleft()
                 try:
-                    outcome = dispatcher.dispatch(frame, self._peer)
+                    outcome = dispatcher.dispatch(frame, self.peer)
                 except CloseConnection as exc:
-                    log.warning("closing connection from %s: %s", self._peer, exc)
+                    log.warning("closing connection from %s: %s", self.peer, exc)
                     self._send(answers)
                     self.abort()
                     return
                 if isinstance(outcome, PendingReply):
                     self._send(answers)  # earlier answers do not wait for a long poll
+                    pending_bytes = 0
                     outcome = await self._node.finish_long_poll(outcome)
-                    if self._closing and not self._frames and transport.is_closing():
+                    if self._closing and transport.is_closing():
                         return
+                self._queued_bytes -= len(frame)
                 if outcome is not None:
                     answers.append(outcome)
+                    pending_bytes += len(outcome)
+                    if pending_bytes >= WRITE_HIGH_WATER:
+                        self._send(answers)
+                        pending_bytes = 0
+                        await self._writable.wait()
             self._send(answers)
-            if self._reading_paused and len(self._frames) <= MAX_QUEUED_FRAMES // 2:
-                self._reading_paused = False
-                transport.resume_reading()
             if not self._writable.is_set():
                 await self._writable.wait()
+            self._account()
+            self._node.memory_freed()
 
     def _send(self, answers: list[bytes]) -> None:
         if answers and self._transport is not None and not self._transport.is_closing():

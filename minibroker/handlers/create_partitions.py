@@ -1,6 +1,8 @@
 """CreatePartitions (key 37), versions 0-3.
 
 Grows a topic; the new count must be larger than the current one (INVALID_PARTITIONS).
+Growth beyond what one request may create (max_partitions_per_request) or the broker may
+hold (max_partitions_per_broker) is POLICY_VIOLATION.
 Not done: manual assignments of the new partitions (rejected with INVALID_REQUEST).
 """
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.topics import TopicError
 
@@ -18,10 +20,15 @@ from minibroker.state.topics import TopicError
 @api(37, "CreatePartitions", 0, 3)
 def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
+    allowance = CreationAllowance(ctx.cluster.config.max_partitions_per_request)
     for wanted in request.topics:
         code, message = ErrorCode.none, None
+        existing = ctx.cluster.topics.get(wanted.name)
+        growth = wanted.count - len(existing.partitions) if existing is not None else 0
         if wanted.assignments:
             code, message = ErrorCode.invalid_request, "manual assignments are not supported"
+        elif not allowance.take(growth):
+            code, message = ErrorCode.policy_violation, allowance.refusal()
         else:
             try:
                 ctx.cluster.topics.add_partitions(

@@ -2,7 +2,9 @@
 
 num_partitions -1 takes the broker's num.partitions; replication factor -1 means 1 and
 anything above the number of brokers is INVALID_REPLICATION_FACTOR. Unknown topic
-configs are INVALID_CONFIG. validate_only checks without creating.
+configs are INVALID_CONFIG. validate_only checks without creating. Topics beyond what
+one request may create (max_partitions_per_request, max_partitions_per_broker) get
+POLICY_VIOLATION with a message saying which limit.
 Not done: manual replica assignments (rejected with INVALID_REQUEST).
 """
 
@@ -12,7 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.topics import TopicError
 
@@ -21,6 +23,7 @@ from minibroker.state.topics import TopicError
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     results = []
+    allowance = CreationAllowance(cluster.config.max_partitions_per_request)
     for wanted in request.topics:
         code, message = ErrorCode.none, None
         partitions = (
@@ -33,6 +36,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 ErrorCode.invalid_request,
                 "manual replica assignments are not supported",
             )
+        elif not allowance.take(partitions):
+            code, message = ErrorCode.policy_violation, allowance.refusal()
         else:
             try:
                 topic = cluster.topics.create(

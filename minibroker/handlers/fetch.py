@@ -5,14 +5,19 @@ sessions are not created: the response carries session id 0, which tells clients
 keep sending full, session-less fetches; a non-zero session id is unknown
 (FETCH_SESSION_ID_NOT_FOUND). When fewer than min_bytes are available the request
 waits (long poll) until enough data arrives or max_wait passes.
-Limits: partition_max_bytes per partition and max_bytes overall, except that the first
-batch found is always returned whole so a consumer can make progress (KIP-74).
+Limits: partition_max_bytes per partition, and overall the smaller of max_bytes and the
+broker's fetch_max_bytes (Kafka's fetch.max.bytes), except that the first batch found is
+always returned whole so a consumer can make progress (KIP-74). A partition listed more
+than once is fetched and answered once, as Kafka does (its fetch data is keyed by
+partition: a later entry's offsets replace an earlier one's, in the earlier one's place).
+A waiting fetch is woken only by appends to the partitions it reads.
 Not done: isolation (no transactions, so the last stable offset is the high watermark),
 preferred read replicas, diverging epochs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -50,13 +55,29 @@ def _locate(
     return log, ErrorCode.none
 
 
-def _can_answer(ctx: RequestContext, request: Any) -> bool:
-    """Whether min_bytes are available or a partition has an error: the cheap test a
-    waiting fetch repeats on every append, before any response is built."""
-    available = 0
+Wanted = list[tuple[Any, list[Any]]]
+
+
+def _distinct(ctx: RequestContext, request: Any) -> Wanted:
+    """The requested topics, each with its partitions, every partition once."""
+    by_topic: dict[Any, tuple[Any, dict[int, Any]]] = {}
     for fetch_topic in request.topics:
-        topic, missing_code = _topic_of(ctx, fetch_topic)
+        key = fetch_topic.topic_id if ctx.version >= FIRST_TOPIC_ID_VERSION else fetch_topic.topic
+        partitions = by_topic.setdefault(key, (fetch_topic, {}))[1]
         for wanted in fetch_topic.partitions:
+            partitions[wanted.partition] = wanted
+    return [
+        (fetch_topic, list(partitions.values())) for fetch_topic, partitions in by_topic.values()
+    ]
+
+
+def _can_answer(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> bool:
+    """Whether min_bytes are available or a partition has an error: the cheap test a
+    waiting fetch repeats when a partition it reads changes, before any response is built."""
+    available = 0
+    for fetch_topic, wanted_partitions in wanted_topics:
+        topic, missing_code = _topic_of(ctx, fetch_topic)
+        for wanted in wanted_partitions:
             log, code = _locate(ctx, topic, missing_code, wanted)
             if code != ErrorCode.none or log is None:
                 return True
@@ -66,15 +87,29 @@ def _can_answer(ctx: RequestContext, request: Any) -> bool:
     return bool(available >= request.min_bytes)
 
 
-def _collect(ctx: RequestContext, request: Any) -> Any:
+def _logs(ctx: RequestContext, wanted_topics: Wanted) -> tuple[Hashable, ...]:
+    """The partition logs a waiting fetch reads: the keys that wake it."""
+    logs: list[Hashable] = []
+    for fetch_topic, wanted_partitions in wanted_topics:
+        topic, missing_code = _topic_of(ctx, fetch_topic)
+        for wanted in wanted_partitions:
+            log, _ = _locate(ctx, topic, missing_code, wanted)
+            if log is not None:
+                logs.append(log)
+    return tuple(logs)
+
+
+def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
     """Build the response from what is stored now."""
-    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    budget = ctx.cluster.config.fetch_max_bytes
+    if request.max_bytes > 0:
+        budget = min(budget, request.max_bytes)
     first = True
     topic_responses = []
-    for fetch_topic in request.topics:
+    for fetch_topic, wanted_partitions in wanted_topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
         partitions = []
-        for wanted in fetch_topic.partitions:
+        for wanted in wanted_partitions:
             log, code = _locate(ctx, topic, missing_code, wanted)
             data = b""
             if log is not None and code == ErrorCode.none and budget > 0:
@@ -124,11 +159,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             responses=(),
             node_endpoints=(),
         )
+    wanted_topics = _distinct(ctx, request)
     wait_ms = millis(request.max_wait)
-    if wait_ms <= 0 or _can_answer(ctx, request):
-        return _collect(ctx, request)
+    if wait_ms <= 0 or _can_answer(ctx, request, wanted_topics):
+        return _collect(ctx, request, wanted_topics)
 
     def poll(final: bool) -> Any:
-        return _collect(ctx, request) if final or _can_answer(ctx, request) else None
+        if final or _can_answer(ctx, request, wanted_topics):
+            return _collect(ctx, request, wanted_topics)
+        return None
 
-    return Pending(deadline=ctx.cluster.clock.monotonic() + wait_ms / 1000, poll=poll)
+    return Pending(
+        deadline=ctx.cluster.clock.monotonic() + wait_ms / 1000,
+        poll=poll,
+        wait_keys=_logs(ctx, wanted_topics),
+    )

@@ -3,7 +3,10 @@
 A null topic list (v1+) asks for every topic; an empty list for none. Unknown topics
 are created when both the broker (auto.create.topics.enable) and the request
 (allow_auto_topic_creation, v4+) allow it, and reported UNKNOWN_TOPIC_OR_PARTITION
-otherwise. Topics named by id only (v10+) are looked up by id.
+otherwise; auto-creation beyond max_partitions_per_request in one request gets
+POLICY_VIOLATION. A topic with a non-zero id (v10+) is looked up by id, whatever its
+name says (Java sends "" there); an unknown id is UNKNOWN_TOPIC_ID, with a null name
+where the version allows one and "" before v12.
 Not done: authorized operations (reported as -2147483648, "not requested").
 """
 
@@ -13,11 +16,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import Topic, TopicError
+from minibroker.protocol.messages import SplicedResponse, encode_entity
+from minibroker.state.topics import POLICY_VIOLATION, Topic, TopicError
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
+UNKNOWN_TOPIC_ID = 100
+NULLABLE_NAME_VERSION = 12  # response topic names are nullable from v12
 
 
 def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
@@ -45,8 +51,23 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> Any:
     )
 
 
-def _error_entry(ctx: RequestContext, name: str | None, code: int, topic_id: Any = None) -> Any:
-    return ctx.make(
+def _encoded_entry(ctx: RequestContext, topic: Topic) -> bytes:
+    """The topic's entry, encoded once per version and partition count."""
+    key = (ctx.version, len(topic.partitions))
+    encoded = topic.encoded.get(key)
+    if encoded is None:
+        encoded = topic.encoded[key] = encode_entity(_topic_entry(ctx, topic))
+    return encoded
+
+
+def _suffix_size(version: int) -> int:
+    """Bytes of a response body after its topics array: cluster_authorized_operations
+    (v8-10), error_code (v13+) and, for flexible versions (v9+), an empty tag section."""
+    return (4 if 8 <= version <= 10 else 0) + (2 if version >= 13 else 0) + (version >= 9)
+
+
+def _error_entry(ctx: RequestContext, name: str | None, code: int, topic_id: Any = None) -> bytes:
+    entry = ctx.make(
         "MetadataResponseTopic",
         error_code=error(code),
         name=name,
@@ -55,6 +76,7 @@ def _error_entry(ctx: RequestContext, name: str | None, code: int, topic_id: Any
         partitions=(),
         topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
+    return encode_entity(entry)
 
 
 @api(3, "Metadata", 0, 13)
@@ -66,23 +88,27 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     allow_create = cluster.config.auto_create_topics and getattr(
         request, "allow_auto_topic_creation", True
     )
-    entries: list[Any] = []
+    entries: list[bytes] = []
+    allowance = CreationAllowance(cluster.config.max_partitions_per_request)
     if requested is None:
-        entries = [_topic_entry(ctx, topic) for topic in cluster.topics]
+        entries = [_encoded_entry(ctx, topic) for topic in cluster.topics]
     else:
         for wanted in requested:
             name = wanted.name
-            if name is None:
-                found = cluster.topics.by_id(wanted.topic_id)
+            topic_id = getattr(wanted, "topic_id", None)
+            if (topic_id is not None and topic_id.int != 0) or name is None:
+                found = cluster.topics.by_id(topic_id) if topic_id is not None else None
                 if found is None:
-                    entries.append(
-                        _error_entry(ctx, None, 100, wanted.topic_id)
-                    )  # UNKNOWN_TOPIC_ID
+                    unknown_name = None if ctx.version >= NULLABLE_NAME_VERSION else ""
+                    entries.append(_error_entry(ctx, unknown_name, UNKNOWN_TOPIC_ID, topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, found))
+                    entries.append(_encoded_entry(ctx, found))
                 continue
             topic = cluster.topics.get(name)
             if topic is None and allow_create:
+                if not allowance.take(cluster.config.num_partitions):
+                    entries.append(_error_entry(ctx, name, POLICY_VIOLATION))
+                    continue
                 try:
                     topic = cluster.topics.create(name, cluster.config.num_partitions)
                 except TopicError as exc:
@@ -91,17 +117,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if topic is None:
                 entries.append(_error_entry(ctx, name, 3))  # UNKNOWN_TOPIC_OR_PARTITION
             else:
-                entries.append(_topic_entry(ctx, topic))
+                entries.append(_encoded_entry(ctx, topic))
     brokers = tuple(
         ctx.make("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
         for n in sorted(cluster.nodes.values(), key=lambda n: n.node_id)
     )
-    return ctx.response(
+    response = ctx.response(
         throttle_time=NO_THROTTLE,
         brokers=brokers,
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
-        topics=tuple(entries),
+        topics=(),
         cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
         error_code=ErrorCode.none,
     )
+    return SplicedResponse(response, entries, _suffix_size(ctx.version))

@@ -129,7 +129,7 @@ def _partition_response(
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     acks = request.acks
-    appended = False
+    appended: list[Any] = []
     topic_responses = []
     for topic_data in request.topic_data:
         topic = cluster.topics.get(topic_data.name)
@@ -163,7 +163,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     _partition_response(ctx, index, rejected.code, message=rejected.message)
                 )
                 continue
-            appended = True
+            appended.append(topic.partitions[index].log)
             partitions.append(
                 _partition_response(
                     ctx,
@@ -179,8 +179,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 "TopicProduceResponse", name=topic_data.name, partition_responses=tuple(partitions)
             )
         )
-    if appended:
-        cluster.notify_append()
+    for log in appended:
+        cluster.notify_append(log)
     if acks == 0:
         return None
     return ctx.response(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
-from minibroker.state.cluster import ClusterState
+from minibroker.state.cluster import GROUP_EVENTS, ClusterState
 
 
 @dataclass(slots=True)
@@ -39,13 +39,15 @@ class RequestContext:
 class Pending:
     """A response that is not ready yet (a long poll).
 
-    The server calls `poll(False)` whenever new data may have arrived and `poll(True)`
-    at `deadline` (monotonic seconds); `poll` returns the response or None to keep waiting.
-    With final=True it must return the response.
+    The server calls `poll(False)` whenever one of `wait_keys` changes (see
+    `ClusterState.notify_append`) and `poll(True)` at `deadline` (monotonic seconds);
+    `poll` returns the response or None to keep waiting. With final=True it must return
+    the response.
     """
 
     deadline: float
     poll: Callable[[bool], Any]
+    wait_keys: tuple[Hashable, ...] = (GROUP_EVENTS,)
 
 
 Handler = Callable[[RequestContext, Any], Any]

@@ -87,37 +87,84 @@ def encode_frame(body: bytes) -> bytes:
     return _SIZE.pack(len(body)) + body
 
 
+_ZEROS = memoryview(bytes(1024 * 1024))
+
+
 class FrameReceiver:
     """Receive-side buffers for a transport that reads into memory it is handed.
 
-    Small frames are cut out of one reusable scratch buffer. A frame too large for what
-    is left of it gets a buffer of its own, and the transport reads the rest of that frame
-    straight into it, so a large produce request is copied from the socket only once.
-    Sans-IO: `buffer()` says where the next bytes go, `received(n)` returns whole frames.
+    Memory follows the bytes that arrive, never the size a frame declares: a 4-byte
+    prefix announcing 100 MiB reserves nothing by itself.
+    - Small frames are cut out of a scratch buffer that starts at `scratch_bytes`, doubles
+      (up to `max_scratch_bytes`) only while reads fill it, and `shrink()` returns it to
+      its first size when the connection is idle.
+    - A frame too large for the scratch buffer gets a buffer of its own, at first
+      `first_large_bytes` (or the frame's size, if smaller), doubled each time it fills,
+      so a large produce request is still read from the socket straight into the memory
+      it is handed back in.
+    Sans-IO: `buffer()` says where the next bytes go, `received(n)` returns whole frames,
+    `held` is the memory held now and `partial` whether part of a frame is waiting.
     """
 
     def __init__(
-        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, scratch_bytes: int = 256 * 1024
+        self,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        scratch_bytes: int = 16 * 1024,
+        *,
+        max_scratch_bytes: int = 256 * 1024,
+        first_large_bytes: int = 64 * 1024,
     ) -> None:
         if max_frame_bytes <= 0:
             raise ValueError("max_frame_bytes must be positive")
+        if scratch_bytes < 8:
+            raise ValueError("scratch_bytes must be at least 8")
         self.max_frame_bytes = max_frame_bytes
+        self._initial_scratch = scratch_bytes
+        self._max_scratch = max(scratch_bytes, max_scratch_bytes)
+        self._first_large = max(first_large_bytes, 1)
         self._scratch = bytearray(scratch_bytes)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0  # end of received bytes in scratch
+        self._filled_scratch = False  # the last read filled all the space it was given
         self._large: bytearray | None = None
+        self._large_size = 0  # the size the large frame declared
         self._large_filled = 0
 
+    @property
+    def held(self) -> int:
+        """Bytes of receive memory held now."""
+        return len(self._scratch) + (len(self._large) if self._large is not None else 0)
+
+    @property
+    def partial(self) -> bool:
+        """Whether part of a frame has arrived and the rest has not."""
+        return self._large is not None or self._end > self._start
+
+    def shrink(self) -> None:
+        """Give back scratch memory beyond the first size, if no bytes are pending."""
+        if not self.partial and len(self._scratch) > self._initial_scratch:
+            self._scratch = bytearray(self._initial_scratch)
+            self._start = self._end = 0
+
     def buffer(self) -> memoryview:
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled :]
-        if self._end == len(self._scratch):
+        large = self._large
+        if large is not None:
+            if self._large_filled == len(large):
+                large = self._large = _grown(large, min(self._large_size, 2 * len(large)))
+            return memoryview(large)[self._large_filled :]
+        scratch = self._scratch
+        if self._filled_scratch and len(scratch) < self._max_scratch:
+            self._filled_scratch = False
             self._compact()
-        return memoryview(self._scratch)[self._end :]
+            scratch = self._scratch = _grown(scratch, min(self._max_scratch, 2 * len(scratch)))
+        elif self._end == len(scratch):
+            self._compact()
+        return memoryview(scratch)[self._end :]
 
     def _compact(self) -> None:
         pending = self._end - self._start
-        self._scratch[:pending] = self._scratch[self._start : self._end]
+        if self._start:
+            self._scratch[:pending] = self._scratch[self._start : self._end]
         self._start, self._end = 0, pending
 
     def received(self, count: int) -> list[bytes | memoryview]:
@@ -128,13 +175,14 @@ class FrameReceiver:
         frames: list[bytes | memoryview] = []
         if self._large is not None:
             self._large_filled += count
-            if self._large_filled < len(self._large):
+            if self._large_filled < self._large_size:
                 return frames
             frames.append(memoryview(self._large).toreadonly())
             self._large = None
             return frames
-        self._end += count
         scratch = self._scratch
+        self._filled_scratch = self._end + count == len(scratch)
+        self._end += count
         while self._end - self._start >= 4:
             (size,) = _SIZE.unpack_from(scratch, self._start)
             if size < 0:
@@ -146,16 +194,33 @@ class FrameReceiver:
             body_start = self._start + 4
             have = self._end - body_start
             if have >= size:
-                frames.append(bytes(scratch[body_start : body_start + size]))
+                with memoryview(scratch) as view:
+                    frames.append(bytes(view[body_start : body_start + size]))
                 self._start = body_start + size
                 continue
-            if size > len(scratch) - body_start:
+            if size + 4 > len(scratch):
                 # Does not fit: give the frame its own buffer and read the rest into it.
-                large = bytearray(size)
+                large = bytearray(min(size, max(self._first_large, 2 * have)))
                 large[:have] = scratch[body_start : self._end]
-                self._large, self._large_filled = large, have
+                self._large, self._large_size, self._large_filled = large, size, have
                 self._start = self._end = 0
             break
         if self._start == self._end:
             self._start = self._end = 0
         return frames
+
+
+def _grown(buffer: bytearray, size: int) -> bytearray:
+    """`buffer` extended to `size` bytes: in place when no view of it is alive (a large
+    block is then usually remapped, not copied), else as a copy."""
+    try:
+        extra = size - len(buffer)
+        while extra > 0:
+            step = min(extra, len(_ZEROS))
+            buffer += _ZEROS[:step]
+            extra -= step
+        return buffer
+    except BufferError:
+        copy = bytearray(size)
+        copy[: len(buffer)] = buffer
+        return copy

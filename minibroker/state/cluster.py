@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from minibroker.config import BrokerConfig
@@ -15,6 +15,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+# What a waiting group request (or the group timer) waits on; a waiting fetch waits on
+# the partition logs it reads.
+GROUP_EVENTS = "group-events"
 
 
 @dataclass(slots=True)
@@ -30,12 +33,15 @@ class ClusterState:
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
         self.nodes: dict[int, Node] = {}
-        self.topics = TopicRegistry(lambda: list(self.nodes) or [0])
+        self.topics = TopicRegistry(
+            lambda: list(self.nodes) or [0], self.config.max_partitions_per_broker
+        )
         self.producer_ids = ProducerIdAllocator()
         self.groups = GroupCoordinator(self.config, self._partition_exists)
-        # Called after every append so that waiting fetches can re-check; the asyncio
-        # layer subscribes here.
-        self.on_append: list[Callable[[], None]] = []
+        # Called with what changed (a PartitionLog after an append, GROUP_EVENTS after a
+        # group change) so that the requests waiting on it can re-check; the asyncio layer
+        # subscribes here.
+        self.on_append: list[Callable[[Hashable], None]] = []
 
     @property
     def cluster_id(self) -> str:
@@ -48,10 +54,10 @@ class ClusterState:
     def add_node(self, node: Node) -> None:
         self.nodes[node.node_id] = node
 
-    def notify_append(self) -> None:
-        """Something changed that a waiting request may be looking for (data, a group)."""
+    def notify_append(self, key: Hashable = GROUP_EVENTS) -> None:
+        """`key` changed: new data in a partition log, or a group (the default)."""
         for callback in self.on_append:
-            callback()
+            callback(key)
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         found = self.topics.get(topic)

@@ -6,6 +6,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from minibroker.state.log import PartitionLog
 from minibroker.state.producers import PartitionProducers
@@ -39,6 +40,7 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 UNKNOWN_TOPIC_OR_PARTITION = 3
+POLICY_VIOLATION = 44
 
 
 class TopicError(Exception):
@@ -64,6 +66,9 @@ class Topic:
     partitions: list[Partition]
     configs: dict[str, str]
     internal: bool = False
+    # Encodings of this topic's Metadata entry, kept by the Metadata handler and keyed
+    # by what they depend on, so a cluster with many topics is described quickly.
+    encoded: dict[Any, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     def config(self, name: str) -> str:
         return self.configs.get(name, TOPIC_CONFIG_DEFAULTS[name])
@@ -107,8 +112,12 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
 class TopicRegistry:
     """All topics of the cluster; leaders are spread over the brokers round robin."""
 
-    def __init__(self, broker_ids: Callable[[], list[int]]) -> None:
+    def __init__(
+        self, broker_ids: Callable[[], list[int]], max_partitions_per_broker: int = 100_000
+    ) -> None:
         self._broker_ids = broker_ids
+        self.max_partitions_per_broker = max_partitions_per_broker
+        self.partition_count = 0
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._leader_cursor = 0
@@ -162,6 +171,7 @@ class TopicRegistry:
                 "(the number of brokers)",
             )
         checked = validate_topic_configs(configs or {})
+        self._check_room(partitions)
         if validate_only:
             return None
         topic = Topic(
@@ -173,6 +183,7 @@ class TopicRegistry:
         )
         self._topics[name] = topic
         self._by_id[topic.topic_id] = topic
+        self.partition_count += partitions
         self._changed()
         return topic
 
@@ -181,6 +192,7 @@ class TopicRegistry:
         if topic is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         del self._by_id[topic.topic_id]
+        self.partition_count -= len(topic.partitions)
         self._changed()
         return topic
 
@@ -196,12 +208,24 @@ class TopicRegistry:
             )
         if count > 100_000:
             raise TopicError(INVALID_PARTITIONS, f"{count} partitions is over the 100000 limit")
+        self._check_room(count - current)
         if validate_only:
             return
+        self.partition_count += count - current
         topic.partitions.extend(
             Partition(index=i, leader=self._next_leader()) for i in range(current, count)
         )
         self._changed()
+
+    def _check_room(self, new_partitions: int) -> None:
+        limit = self.max_partitions_per_broker * max(1, len(self._broker_ids()))
+        if self.partition_count + new_partitions > limit:
+            raise TopicError(
+                POLICY_VIOLATION,
+                f"{new_partitions} more partitions would exceed the cluster's limit of {limit} "
+                f"(max_partitions_per_broker={self.max_partitions_per_broker}; "
+                f"{self.partition_count} exist)",
+            )
 
     def _changed(self) -> None:
         for callback in self.on_change:
