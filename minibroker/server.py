@@ -23,6 +23,10 @@ from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
 log = logging.getLogger("minibroker.server")
 
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+# How much a client may send ahead while one of its requests is in progress: past it the
+# connection stops reading until its requests are answered. (Reading goes on below it so
+# that a client that disconnects during a long poll is noticed at once.)
+PIPELINE_BYTES = 512 * 1024
 GROUP_TIMER_IDLE = 1.0
 
 
@@ -220,9 +224,10 @@ class GroupTimer:
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: the transport reads into the frame receiver's buffers, and
-    a task answers the received frames one at a time, in order. Reading is paused while
-    a request is in progress, while the answers have not drained, and while the node's
-    memory budget is exhausted and this connection is mid-frame."""
+    a task answers the received frames one at a time, in order. Reading pauses while the
+    client is PIPELINE_BYTES ahead of its answers (answers that have not drained count as
+    not given), and while the node's memory budget is exhausted and this connection is
+    mid-frame."""
 
     def __init__(self, node: NodeServer) -> None:
         self._node = node
@@ -331,7 +336,10 @@ class _Connection(asyncio.BufferedProtocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        mute = bool(self._frames) or self.meter.busy or self._short_of_memory
+        ahead = self._receiver.pending + self._queued_bytes
+        mute = self._short_of_memory or (
+            ahead >= PIPELINE_BYTES and (bool(self._frames) or self.meter.busy)
+        )
         if mute and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
@@ -387,6 +395,7 @@ class _Connection(asyncio.BufferedProtocol):
                 if isinstance(outcome, PendingReply):
                     self._send(answers)  # earlier answers do not wait for a long poll
                     pending_bytes = 0
+                    self._update_reading()
                     outcome = await self._node.finish_long_poll(outcome)
                     if self._closing and transport.is_closing():
                         return
@@ -397,12 +406,23 @@ class _Connection(asyncio.BufferedProtocol):
                     if pending_bytes >= WRITE_HIGH_WATER:
                         self._send(answers)
                         pending_bytes = 0
-                        await self._writable.wait()
+                        await self._drained()
             self._send(answers)
-            if not self._writable.is_set():
-                await self._writable.wait()
+            await self._drained()
             self._account()
             self._node.memory_freed()
+
+    async def _drained(self) -> None:
+        """Wait until the answers written so far are (mostly) sent. A client that does
+        not read them is idle meanwhile, and is closed after connections_max_idle_ms."""
+        if self._writable.is_set():
+            return
+        self.meter.busy = False
+        self._account()
+        self._update_reading()
+        await self._writable.wait()
+        self.meter.busy = True
+        self.meter.last_activity = self._loop.time()
 
     def _send(self, answers: list[bytes]) -> None:
         if answers and self._transport is not None and not self._transport.is_closing():

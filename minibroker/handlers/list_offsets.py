@@ -2,12 +2,21 @@
 
 Special timestamps: -2 earliest, -1 latest, -3 the record with the largest timestamp
 (v7+), -4 earliest local (= earliest; there is no tiered storage), -5 latest tiered
-(= none, offset -1). Any other value finds the first record at or after that time.
+(= none, offset -1). Any other value finds the first record at or after that time,
+decoding at most the one batch that holds it, streamed and capped at
+`max_decompressed_batch_bytes`; a batch that cannot be decoded (codec library missing,
+malformed, over the cap) is answered at batch granularity.
+A partition named more than once in a request is not looked up: as Kafka does
+(ListOffsetsRequest.duplicatePartitions, KafkaApis), every entry for it gets
+INVALID_REQUEST with offset and timestamp -1. A null topics or partitions array (kio
+reads one even where the schema forbids it; Kafka rejects such a request as malformed)
+is answered as an empty one.
 Not done: isolation levels differ only with transactions, which are not served.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -23,7 +32,7 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
+def _lookup(log: PartitionLog, timestamp: int, limit: int) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets query; (-1, -1) when nothing matches."""
     if timestamp == LATEST:
         return log.high_watermark, -1
@@ -32,26 +41,35 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
-        return log.max_timestamp() or (-1, -1)
-    return log.offset_for_timestamp(timestamp) or (-1, -1)
+        return log.max_timestamp(max_decompressed_bytes=limit) or (-1, -1)
+    return log.offset_for_timestamp(timestamp, max_decompressed_bytes=limit) or (-1, -1)
 
 
 @api(2, "ListOffsets", 1, 10)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    limit = ctx.cluster.config.max_decompressed_batch_bytes
+    wanted_topics = request.topics or ()
+    named = Counter(
+        (wanted_topic.name, wanted.partition_index)
+        for wanted_topic in wanted_topics
+        for wanted in wanted_topic.partitions or ()
+    )
     topics = []
-    for wanted_topic in request.topics:
+    for wanted_topic in wanted_topics:
         topic = ctx.cluster.topics.get(wanted_topic.name)
         partitions = []
-        for wanted in wanted_topic.partitions:
+        for wanted in wanted_topic.partitions or ():
             code = ErrorCode.none
             offset = timestamp = -1
-            if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
+            if named[wanted_topic.name, wanted.partition_index] > 1:
+                code = ErrorCode.invalid_request
+            elif topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
                 code = ErrorCode.unknown_topic_or_partition
             elif topic.partitions[wanted.partition_index].leader != ctx.node_id:
                 code = ErrorCode.not_leader_or_follower
             else:
                 log = topic.partitions[wanted.partition_index].log
-                offset, timestamp = _lookup(log, wanted.timestamp)
+                offset, timestamp = _lookup(log, wanted.timestamp, limit)
             partitions.append(
                 ctx.make(
                     "ListOffsetsPartitionResponse",

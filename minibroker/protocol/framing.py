@@ -136,6 +136,13 @@ class FrameReceiver:
         return len(self._scratch) + (len(self._large) if self._large is not None else 0)
 
     @property
+    def pending(self) -> int:
+        """Bytes received and not yet handed out as frames."""
+        if self._large is not None:
+            return self._large_filled
+        return self._end - self._start
+
+    @property
     def partial(self) -> bool:
         """Whether part of a frame has arrived and the rest has not."""
         return self._large is not None or self._end > self._start

@@ -8,21 +8,36 @@ Layout of the 61-byte batch header (Kafka's DefaultRecordBatch):
     recordCount int32
 The CRC32C covers everything from attributes to the end of the batch, so the base offset
 and leader epoch can be rewritten without recomputing it.
+
+Reading records (off the hot path) decompresses as a stream and only as far as the
+reader goes, and refuses a payload that expands past a limit (decompression bombs).
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
-try:  # optional: lets timestamp lookups see inside snappy, lz4 and zstd batches
+# Optional codec libraries (none is a runtime dependency). Without them a batch of that
+# codec cannot be looked into, and callers answer at batch granularity. zstandard and lz4
+# decompress as a stream; cramjam (what aiokafka installs) decodes snappy, and zstd or lz4
+# into a bounded buffer when the streaming library is missing.
+try:
     import cramjam as _cramjam
 except ImportError:  # pragma: no cover - depends on the environment
     _cramjam = None  # type: ignore[assignment]
+try:
+    import zstandard as _zstandard
+except ImportError:  # pragma: no cover - depends on the environment
+    _zstandard = None  # type: ignore[assignment]
+try:
+    import lz4.frame as _lz4_frame  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - depends on the environment
+    _lz4_frame = None
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede what batchLength counts
@@ -35,9 +50,12 @@ TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 
-# Decoding is off the hot path (timestamp lookups, tools); a bound keeps a small
-# compressed batch from expanding without limit.
-MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+# Decoding is off the hot path (timestamp lookups, tools). A compressed batch may expand
+# to at most this many bytes (BrokerConfig.max_decompressed_batch_bytes overrides it), and
+# it is decompressed as a stream, DECOMPRESS_STEP bytes at a time, so a lookup that finds
+# its record early stops early and holds one record plus one step, not the whole payload.
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+DECOMPRESS_STEP = 256 * 1024
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -64,6 +82,14 @@ class CorruptBatch(InvalidBatch):
 
 class UnsupportedMagic(InvalidBatch):
     """A legacy message set (magic 0 or 1); only magic 2 is accepted."""
+
+
+class DecompressionLimitExceeded(InvalidBatch):
+    """A compressed batch expands beyond the allowed size (a decompression bomb?)."""
+
+
+class CodecUnavailable(InvalidBatch):
+    """No installed library decodes this batch's compression codec."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +192,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = field(default=())
 
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+def _read_varint(data: bytes | bytearray, position: int) -> tuple[int, int]:
     shift = 0
     raw = 0
     while True:
@@ -200,94 +226,251 @@ def _read_bytes(data: bytes, position: int) -> tuple[bytes | None, int]:
     return data[position : position + length], position + length
 
 
-def _decompress(codec: int, payload: bytes) -> bytes | None:
-    if codec == 0:
-        return payload
-    if codec == 1:
-        inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
+# --- decompression: every codec streamed, or bounded before it starts ---
+
+
+def _gzip_pieces(payload: bytes, limit: int) -> Iterator[bytes]:
+    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
+    data = payload
+    while not inflater.eof:
         try:
-            out = inflater.decompress(payload, MAX_DECOMPRESSED_BYTES)
+            piece = inflater.decompress(data, DECOMPRESS_STEP)
         except zlib.error as exc:
-            raise InvalidBatch(f"gzip payload cannot be decompressed: {exc}") from exc
-        if inflater.unconsumed_tail:
-            raise InvalidBatch(f"gzip payload expands beyond {MAX_DECOMPRESSED_BYTES} bytes")
-        return out
-    if _cramjam is None:
-        return None  # other codecs need cramjam; callers fall back to batch level
+            raise InvalidBatch(f"cannot decode gzip payload: {exc}") from exc
+        if not piece:
+            break  # input used up (a truncated stream ends here; the records tell)
+        data = inflater.unconsumed_tail
+        yield piece
+
+
+def _zstd_pieces(payload: bytes, limit: int) -> Iterator[bytes]:
+    if _zstandard is None:
+        yield from _cramjam_bounded(4, payload, limit)
+        return
+    # The frame's window is memory the decoder allocates: bound it too.
+    window = min(max(limit, 8 << 20), 1 << 31)
+    decompressor = _zstandard.ZstdDecompressor(max_window_size=window)
     try:
-        if codec == 2:
-            return _snappy_decompress(payload)
-        if codec == 3:
-            return bytes(_cramjam.lz4.decompress(payload))
-        if codec == 4:
-            return bytes(_cramjam.zstd.decompress(payload))
-    except _cramjam.DecompressionError as exc:
-        raise InvalidBatch(f"cannot decode {CODEC_NAMES[codec]} payload: {exc}") from exc
-    return None
+        with decompressor.stream_reader(payload, read_across_frames=True) as reader:
+            while piece := reader.read(DECOMPRESS_STEP):
+                yield piece
+    except _zstandard.ZstdError as exc:
+        raise InvalidBatch(f"cannot decode zstd payload: {exc}") from exc
 
 
-def _snappy_decompress(payload: bytes) -> bytes:
-    """Raw snappy, or the xerial framing Java clients use: header, then sized blocks."""
+def _lz4_pieces(payload: bytes, limit: int) -> Iterator[bytes]:
+    if _lz4_frame is None:
+        yield from _cramjam_bounded(3, payload, limit)
+        return
+    decompressor = _lz4_frame.LZ4FrameDecompressor()
+    data = payload
+    while not decompressor.eof:
+        try:
+            piece = decompressor.decompress(data, max_length=DECOMPRESS_STEP)
+        except RuntimeError as exc:  # lz4.frame reports every decoding error so
+            raise InvalidBatch(f"cannot decode lz4 payload: {exc}") from exc
+        data = b""  # the decompressor keeps what it has not used yet
+        if not piece:
+            break  # input used up (a truncated frame ends here; the records tell)
+        yield piece
+
+
+def _cramjam_bounded(codec: int, payload: bytes, limit: int) -> Iterator[bytes]:
+    """zstd or lz4 through cramjam, which cannot stream: decode into a buffer that grows
+    by steps up to the limit (cramjam stops when the buffer is full)."""
+    name = CODEC_NAMES[codec]
+    if _cramjam is None:
+        raise CodecUnavailable(
+            f"cannot decode {name} batches: install {'zstandard' if codec == 4 else 'lz4'}"
+        )
+    decompress_into = _cramjam.zstd.decompress_into if codec == 4 else _cramjam.lz4.decompress_into
+    size = min(limit + 1, 1 << 20)
+    while True:
+        buffer = bytearray(size)
+        try:
+            written = int(decompress_into(payload, buffer))
+        except _cramjam.DecompressionError as exc:
+            if "failed to write whole buffer" not in str(exc):
+                raise InvalidBatch(f"cannot decode {name} payload: {exc}") from exc
+            written = size
+        if written < size:
+            with memoryview(buffer) as view:
+                for start in range(0, written, DECOMPRESS_STEP):
+                    yield bytes(view[start : min(start + DECOMPRESS_STEP, written)])
+            return
+        del buffer  # before a larger one is made
+        if size > limit:
+            raise DecompressionLimitExceeded(f"{name} payload expands beyond {limit} bytes")
+        size = limit + 1 if size * 4 >= limit else size * 4
+
+
+def _read_uvarint32(data: bytes, position: int) -> tuple[int, int]:
+    """Snappy's preamble: the uncompressed length as an unsigned little-endian varint."""
+    value = 0
+    for shift in range(0, 35, 7):
+        if position >= len(data):
+            break
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+    raise InvalidBatch("cannot decode snappy payload: bad length preamble")
+
+
+def _snappy_block(block: bytes, budget: int, limit: int) -> bytes:
+    """One raw snappy block, its declared length checked against the budget first."""
     assert _cramjam is not None
+    length, _ = _read_uvarint32(block, 0)
+    if length > budget:
+        raise DecompressionLimitExceeded(f"snappy payload expands beyond {limit} bytes")
+    try:
+        out = bytes(_cramjam.snappy.decompress_raw(block))
+    except _cramjam.DecompressionError as exc:
+        raise InvalidBatch(f"cannot decode snappy payload: {exc}") from exc
+    if len(out) != length:  # the library checks this too; never trust it with the cap
+        raise InvalidBatch("cannot decode snappy payload: length does not match its preamble")
+    return out
+
+
+def _snappy_pieces(payload: bytes, limit: int) -> Iterator[bytes]:
+    """Raw snappy, or the xerial framing Java clients use: header, then sized blocks."""
+    if _cramjam is None:
+        raise CodecUnavailable("cannot decode snappy batches: install cramjam")
     if not payload.startswith(_XERIAL_MAGIC):
-        return bytes(_cramjam.snappy.decompress_raw(payload))
-    out = bytearray()
+        yield _snappy_block(payload, limit, limit)
+        return
+    budget = limit
     position = _XERIAL_HEADER_SIZE
     while position < len(payload):
         if position + 4 > len(payload):
-            raise InvalidBatch("truncated xerial snappy block length")
+            raise InvalidBatch("cannot decode snappy payload: truncated xerial block length")
         (size,) = struct.unpack_from(">i", payload, position)
         position += 4
         if size < 0 or position + size > len(payload):
-            raise InvalidBatch(f"xerial snappy block of {size} bytes does not fit")
-        out += bytes(_cramjam.snappy.decompress_raw(payload[position : position + size]))
+            raise InvalidBatch(f"cannot decode snappy payload: xerial block of {size} bytes")
+        piece = _snappy_block(payload[position : position + size], budget, limit)
+        budget -= len(piece)
         position += size
-    return bytes(out)
+        yield piece
 
 
-def iter_records(batch: bytes) -> Iterator[Record]:
-    """Decode the records of one batch. Raises InvalidBatch for codecs it cannot read."""
+_CODECS: dict[int, Callable[[bytes, int], Iterator[bytes]]] = {
+    1: _gzip_pieces,
+    2: _snappy_pieces,
+    3: _lz4_pieces,
+    4: _zstd_pieces,
+}
+
+
+def decompress_stream(codec: int, payload: bytes, limit: int) -> Iterator[bytes]:
+    """The payload decompressed, piece by piece; past `limit` bytes in all, refused.
+
+    An uncompressed payload (codec 0) comes back as it is, in one piece.
+    """
+    if codec == 0:
+        yield payload
+        return
+    pieces = _CODECS.get(codec)
+    if pieces is None:
+        raise InvalidBatch(f"cannot decode batches with compression codec {codec}")
+    produced = 0
+    for piece in pieces(payload, limit):
+        produced += len(piece)
+        if produced > limit:
+            raise DecompressionLimitExceeded(
+                f"{CODEC_NAMES[codec]} payload expands beyond {limit} bytes"
+            )
+        yield piece
+
+
+class _Window:
+    """Reads through decompressed pieces, pulling the next one only when needed and
+    keeping only the unread bytes: at most one record and one piece are held."""
+
+    __slots__ = ("_buffer", "_pieces", "_position")
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._buffer = bytearray()
+        self._position = 0
+
+    def _fill(self, size: int) -> bool:
+        while len(self._buffer) - self._position < size:
+            piece = next(self._pieces, None)
+            if piece is None:
+                return False
+            del self._buffer[: self._position]
+            self._position = 0
+            self._buffer += piece
+        return True
+
+    def varint(self) -> int:
+        self._fill(10)
+        value, self._position = _read_varint(self._buffer, self._position)
+        return value
+
+    def take(self, size: int) -> bytes | None:
+        if not self._fill(size):
+            return None
+        start = self._position
+        self._position += size
+        return bytes(self._buffer[start : self._position])
+
+
+def iter_records(
+    batch: bytes, *, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
+) -> Iterator[Record]:
+    """Decode the records of one batch, decompressing only as far as they are read.
+
+    Raises InvalidBatch for malformed records and for codecs it cannot read (its
+    subclass CodecUnavailable when the codec's library is missing), and the subclass
+    DecompressionLimitExceeded when a compressed payload expands beyond the limit.
+    """
     header = read_header(batch)
-    payload = _decompress(header.compression, batch[HEADER_SIZE : header.total_size])
-    if payload is None:
-        raise InvalidBatch(f"cannot decode {CODEC_NAMES.get(header.compression)} batches")
-    position = 0
+    payload = batch[HEADER_SIZE : header.total_size]
+    window = _Window(decompress_stream(header.compression, payload, max_decompressed_bytes))
     for _ in range(header.record_count):
-        length, position = _read_varint(payload, position)
-        end = position + length
+        length = window.varint()
+        if length > max_decompressed_bytes and header.compression:
+            raise DecompressionLimitExceeded(
+                f"a record of {length} bytes is over the {max_decompressed_bytes}-byte limit"
+            )
         # A CRC only proves the bytes arrived intact, not that the producer framed
         # them right: keep every record inside the payload.
-        if length <= 0 or end > len(payload):
+        record = window.take(length) if length > 0 else None
+        if record is None:
             raise InvalidBatch(f"record length {length} does not fit the batch")
-        position += 1  # attributes
-        timestamp_delta, position = _read_varint(payload, position)
-        offset_delta, position = _read_varint(payload, position)
-        key, position = _read_bytes(payload, position)
-        value, position = _read_bytes(payload, position)
-        header_count, position = _read_varint(payload, position)
-        headers = []
-        for _ in range(header_count):
-            name, position = _read_bytes(payload, position)
-            header_value, position = _read_bytes(payload, position)
-            try:
-                headers.append(((name or b"").decode(), header_value))
-            except UnicodeDecodeError as exc:
-                raise InvalidBatch("record header name is not UTF-8") from exc
-        if position > end:
-            raise InvalidBatch("record fields overrun the record length")
-        position = end
-        timestamp = (
-            header.max_timestamp
-            if header.attributes & TIMESTAMP_TYPE_FLAG
-            else header.base_timestamp + timestamp_delta
-        )
-        yield Record(
-            offset=header.base_offset + offset_delta,
-            timestamp=timestamp,
-            key=key,
-            value=value,
-            headers=tuple(headers),
-        )
+        yield _decode_record(header, record)
+
+
+def _decode_record(header: BatchHeader, record: bytes) -> Record:
+    position = 1  # attributes
+    timestamp_delta, position = _read_varint(record, position)
+    offset_delta, position = _read_varint(record, position)
+    key, position = _read_bytes(record, position)
+    value, position = _read_bytes(record, position)
+    header_count, position = _read_varint(record, position)
+    headers = []
+    for _ in range(header_count):
+        name, position = _read_bytes(record, position)
+        header_value, position = _read_bytes(record, position)
+        try:
+            headers.append(((name or b"").decode(), header_value))
+        except UnicodeDecodeError as exc:
+            raise InvalidBatch("record header name is not UTF-8") from exc
+    timestamp = (
+        header.max_timestamp
+        if header.attributes & TIMESTAMP_TYPE_FLAG
+        else header.base_timestamp + timestamp_delta
+    )
+    return Record(
+        offset=header.base_offset + offset_delta,
+        timestamp=timestamp,
+        key=key,
+        value=value,
+        headers=tuple(headers),
+    )
 
 
 def build_batch(

@@ -12,11 +12,15 @@ time index).
 from __future__ import annotations
 
 import bisect
+import itertools
 from array import array
 from dataclasses import dataclass
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
+
+# The most records one timestamp lookup decodes before it answers at batch granularity.
+MAX_RECORDS_SCANNED = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,37 +109,52 @@ class PartitionLog:
         """Batch `index` with its assigned base offset in the header (off the hot path)."""
         return records.with_base_offset(self._batches[index], self._base_offsets[index])
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
+    def offset_for_timestamp(
+        self, timestamp_ms: int, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`.
+
+        Only one batch is decoded: the first whose running maximum reaches the target
+        (every batch before it ends earlier, and its own maximum is the one that reached
+        it). Decoding streams and stops at the record found, or after
+        MAX_RECORDS_SCANNED records: a batch of millions of tiny records would otherwise
+        hold the broker for seconds. The answer is then the batch's base offset, which
+        is never after the record asked for.
+        """
         index = bisect.bisect_left(self._max_timestamps, timestamp_ms)
         if index >= len(self._batches):
             return None
         batch = self._stored(index)
         try:
-            for record in records.iter_records(batch):
+            scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
+            for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
                 if record.timestamp >= timestamp_ms:
                     return record.offset, record.timestamp
         except records.InvalidBatch:
-            pass  # codec we do not decode here: answer at batch granularity
+            pass  # undecodable codec, malformed or over the limit: batch granularity
         return self._base_offsets[index], self._batch_timestamps[index]
 
-    def max_timestamp(self) -> tuple[int, int] | None:
+    def max_timestamp(
+        self, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3).
 
         Like Kafka 3.7+, the offset is that record's own, not the end of its batch: a
-        batch's records need not be in timestamp order.
+        batch's records need not be in timestamp order. Only the first batch holding the
+        largest timestamp (where the running maximum first reaches it) is decoded.
         """
         if not self._batches:
             return None
-        best = max(range(len(self._batches)), key=lambda i: self._batch_timestamps[i])
+        best = bisect.bisect_left(self._max_timestamps, self._max_timestamps[-1])
         batch = self._stored(best)
         header = records.read_header(batch)
         try:
-            for record in records.iter_records(batch):
+            scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
+            for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
                 if record.timestamp == header.max_timestamp:
                     return record.offset, record.timestamp
         except records.InvalidBatch:
-            pass  # codec we do not decode here: answer at batch granularity
+            pass  # undecodable codec, malformed or over the limit: batch granularity
         return header.base_offset + header.last_offset_delta, header.max_timestamp
 
     def batches(self) -> list[bytes]:

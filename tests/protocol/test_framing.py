@@ -173,3 +173,59 @@ def test_receiver_rejects_sizes_outside_the_limit(size: int) -> None:
     target[:4] = struct.pack(">i", size)
     with pytest.raises(FrameError):
         receiver.received(4)
+
+
+# --- FrameReceiver: memory follows the bytes that arrive ---
+
+
+def test_a_declared_size_reserves_nothing_by_itself() -> None:
+    receiver = FrameReceiver(scratch_bytes=1024, first_large_bytes=4096)
+    target = receiver.buffer()
+    announced = struct.pack(">i", 100 * 1024 * 1024) + b"0123456789"
+    target[: len(announced)] = announced
+    assert receiver.received(len(announced)) == []
+    assert receiver.partial
+    assert receiver.held <= 1024 + 4096
+
+
+def test_a_large_frame_buffer_grows_as_its_bytes_arrive() -> None:
+    receiver = FrameReceiver(scratch_bytes=1024, first_large_bytes=4096)
+    body = bytes(range(256)) * 1024  # 256 KiB
+    stream = encode_frame(body)
+    held: list[int] = []
+    frames: list[bytes] = []
+    position = 0
+    while position < len(stream):
+        target = receiver.buffer()
+        chunk = stream[position : position + min(8192, len(target))]
+        target[: len(chunk)] = chunk
+        frames.extend(bytes(f) for f in receiver.received(len(chunk)))
+        position += len(chunk)
+        held.append(receiver.held)
+    assert frames == [body]
+    # Never more than twice what had arrived (plus the scratch buffer) at any point.
+    arrived = 0
+    for step, holding in enumerate(held):
+        arrived = min(len(stream), (step + 1) * 8192)
+        assert holding <= 1024 + max(4096, 2 * arrived)
+    assert not receiver.partial
+
+
+def test_scratch_grows_under_bulk_reads_and_shrinks_when_idle() -> None:
+    receiver = FrameReceiver(scratch_bytes=1024, max_scratch_bytes=16 * 1024)
+    small = encode_frame(b"r" * 100)
+    # A long pipelined stream: every read fills all the space it is given.
+    assert _feed_receiver(receiver, small * 2000, 10**9) == [b"r" * 100] * 2000
+    assert receiver.held > 1024
+    assert receiver.held <= 16 * 1024
+    receiver.shrink()
+    assert receiver.held == 1024
+    assert _feed_receiver(receiver, small, 10**6) == [b"r" * 100]
+
+
+def test_shrink_keeps_a_partial_frame() -> None:
+    receiver = FrameReceiver(scratch_bytes=64, max_scratch_bytes=1024)
+    frame = encode_frame(b"p" * 40)
+    assert _feed_receiver(receiver, frame[:20], 10**6) == []
+    receiver.shrink()
+    assert _feed_receiver(receiver, frame[20:], 10**6) == [b"p" * 40]

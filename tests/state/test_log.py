@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
+import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +188,84 @@ def test_create_time_append_reports_no_append_time() -> None:
     log = PartitionLog()
     batch = build_batch([(b"k", b"v")], timestamp_ms=5)
     assert log.append(read_header(batch), batch).log_append_time == -1
+
+
+def test_timestamp_lookups_decode_only_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = PartitionLog()
+    for timestamp in (100, 900, 300, 900, 200):
+        _append(log, 2, timestamp=timestamp)
+    decoded: list[int] = []
+    real = records.iter_records
+
+    def counting(batch: bytes, **kwargs: int) -> Iterator[records.Record]:
+        decoded.append(read_header(batch).base_offset)
+        return real(batch, **kwargs)
+
+    monkeypatch.setattr(records, "iter_records", counting)
+    assert log.max_timestamp() == (2, 900)
+    assert decoded == [2]
+    assert log.offset_for_timestamp(250) == (2, 900)
+    assert decoded == [2, 2]
+    assert log.offset_for_timestamp(50) == (0, 100)
+    assert decoded == [2, 2, 0]
+
+
+def _bomb(max_timestamp: int) -> bytes:
+    """A zstd batch of one record whose 16 MiB value is zeros, CRC valid."""
+    head = bytearray(build_batch([(None, b"")], timestamp_ms=1000)[: records.HEADER_SIZE])
+    size = 16 << 20
+    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(size)
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    payload = compressor.compress(_varint(len(body) + size + 1) + body)
+    for _ in range(16):
+        payload += compressor.compress(bytes(1 << 20))
+    payload += compressor.compress(b"\x00") + compressor.flush()
+    struct.pack_into(">h", head, 21, 4)  # zstd
+    struct.pack_into(">q", head, 35, max_timestamp)
+    struct.pack_into(">i", head, 8, records.HEADER_SIZE - 12 + len(payload))
+    full = head + payload
+    struct.pack_into(">I", full, 17, records.crc32c(bytes(full[records.CRC_START :])))
+    return bytes(full)
+
+
+def test_timestamp_lookups_over_a_bomb_answer_at_batch_granularity() -> None:
+    log = PartitionLog()
+    _append(log, 2, timestamp=100)
+    bomb = _bomb(max_timestamp=5000)
+    log.append(read_header(bomb), bomb)
+    limit = 1 << 20
+    assert log.offset_for_timestamp(2000, max_decompressed_bytes=limit) == (2, 5000)
+    assert log.max_timestamp(max_decompressed_bytes=limit) == (2, 5000)
+    assert log.offset_for_timestamp(1000, max_decompressed_bytes=limit) == (2, 5000)
+    # Under a limit it fits in, the record itself is found.
+    assert log.offset_for_timestamp(1000, max_decompressed_bytes=32 << 20) == (2, 1000)
+    assert log.offset_for_timestamp(50, max_decompressed_bytes=limit) == (0, 100)
+
+
+def test_a_timestamp_lookup_decodes_a_bounded_number_of_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from minibroker.state import log as log_module
+
+    count = log_module.MAX_RECORDS_SCANNED + 5_000
+    batch = bytearray(build_batch([(None, b"")] * count, timestamp_ms=1000))
+    struct.pack_into(">q", batch, 35, 5000)  # the header claims a later record exists
+    struct.pack_into(">I", batch, 17, records.crc32c(bytes(batch[records.CRC_START :])))
+    log = PartitionLog()
+    log.append(read_header(bytes(batch)), bytes(batch))
+    decoded = 0
+    real_iter_records = records.iter_records
+
+    def counting(*args: object, **kwargs: object) -> Iterator[records.Record]:
+        nonlocal decoded
+        for record in real_iter_records(*args, **kwargs):  # type: ignore[arg-type]
+            decoded += 1
+            yield record
+
+    monkeypatch.setattr(records, "iter_records", counting)
+    # No record reaches 2000: the lookup gives up at the limit, at batch granularity.
+    assert log.offset_for_timestamp(2000) == (0, 5000)
+    assert decoded <= log_module.MAX_RECORDS_SCANNED
+    decoded = 0
+    assert log.max_timestamp() == (count - 1, 5000)
+    assert decoded <= log_module.MAX_RECORDS_SCANNED

@@ -1,0 +1,347 @@
+"""Budgets, timeouts and limits over real sockets: stuck or idle connections are closed,
+long polls end with their client, fetches and creation requests stay within the
+broker's limits, and honest clients keep being served."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from minibroker import Broker
+from minibroker.protocol import messages, records
+from minibroker.state.log import PartitionLog
+from tests.rawclient import RawClient, encode, make, make_request, parse_host_port
+
+PRODUCE, FETCH, METADATA, CREATE_TOPICS, CREATE_PARTITIONS = 0, 1, 3, 19, 37
+
+
+def _metadata(topics: list[str] | None = None, version: int = 12, create: bool = False) -> Any:
+    wanted = None
+    if topics is not None:
+        wanted = tuple(
+            make(METADATA, version, "MetadataRequestTopic", name=t, topic_id=uuid.UUID(int=0))
+            for t in topics
+        )
+    return make_request(
+        METADATA,
+        version,
+        topics=wanted,
+        allow_auto_topic_creation=create,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def _fetch(
+    topic: str,
+    partitions: list[int],
+    *,
+    wait_ms: int = 0,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+    version: int = 12,
+) -> Any:
+    wanted = tuple(
+        make(
+            FETCH,
+            version,
+            "FetchPartition",
+            partition=index,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes,
+        )
+        for index in partitions
+    )
+    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=wanted)
+    return make_request(
+        FETCH,
+        version,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=wait_ms),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(fetch_topic,),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def _produce(topic: str, partition: int, value: bytes, count: int = 1, version: int = 9) -> Any:
+    batch = records.build_batch([(None, value)] * count, timestamp_ms=1000)
+    data = make(PRODUCE, version, "PartitionProduceData", index=partition, records=batch)
+    topic_data = make(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(data,))
+    return make_request(
+        PRODUCE,
+        version,
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(topic_data,),
+    )
+
+
+def _create_topics(specs: dict[str, int], version: int = 5) -> Any:
+    topics = tuple(
+        make(
+            CREATE_TOPICS,
+            version,
+            "CreatableTopic",
+            name=name,
+            num_partitions=count,
+            replication_factor=1,
+            assignments=(),
+            configs=(),
+        )
+        for name, count in specs.items()
+    )
+    return make_request(
+        CREATE_TOPICS,
+        version,
+        topics=topics,
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=False,
+    )
+
+
+def _half_frame(bootstrap: str) -> socket.socket:
+    """A connection that sends a size prefix and part of the frame, then nothing."""
+    sock = socket.create_connection(parse_host_port(bootstrap))
+    sock.sendall(struct.pack(">i", 1000) + b"\x00\x03\x00")
+    return sock
+
+
+def _eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+@pytest.fixture
+def broker_with() -> Iterator[Callable[..., Broker]]:
+    started: list[Broker] = []
+
+    def start(**settings: Any) -> Broker:
+        broker = Broker(**settings)
+        broker.__enter__()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.__exit__(None, None, None)
+
+
+# --- timeouts ---
+
+
+def test_a_frame_that_stops_midway_is_closed_after_the_partial_timeout(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(partial_request_timeout_ms=300)
+    with RawClient(broker.bootstrap_servers) as client:
+        client.send_bytes(struct.pack(">i", 500) + b"\x00\x03")
+        assert client.is_closed_by_peer(timeout=5)
+
+
+def test_an_idle_connection_is_closed_and_a_busy_one_is_not(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(connections_max_idle_ms=400)
+    with RawClient(broker.bootstrap_servers) as busy, RawClient(broker.bootstrap_servers) as idle:
+        idle.request(METADATA, 12, _metadata([]))
+        for _ in range(12):  # 1.2 s of requests every 100 ms, three idle timeouts long
+            busy.request(METADATA, 12, _metadata([]))
+            time.sleep(0.1)
+        assert idle.is_closed_by_peer(timeout=5)
+        assert busy.request(METADATA, 12, _metadata([])).brokers
+
+
+def test_new_clients_are_served_once_stuck_connections_time_out(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(max_connections=20, partial_request_timeout_ms=500)
+    stuck = [_half_frame(broker.bootstrap_servers) for _ in range(20)]
+    try:
+        assert _eventually(lambda: broker.connection_count == 20)
+        with RawClient(broker.bootstrap_servers) as refused:
+            assert refused.is_closed_by_peer(timeout=5)
+
+        def served() -> bool:
+            try:
+                with RawClient(broker.bootstrap_servers, timeout=2) as client:
+                    return bool(client.request(METADATA, 12, _metadata([])).brokers)
+            except (ConnectionError, OSError):
+                return False
+
+        assert _eventually(served, timeout=10)
+    finally:
+        for sock in stuck:
+            sock.close()
+
+
+# --- one request at a time ---
+
+
+def test_many_pipelined_requests_are_all_answered_in_order(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with()
+    with RawClient(broker.bootstrap_servers) as client:
+        request = _metadata([])
+        client.send_bytes(b"".join(encode(METADATA, 12, request, i) for i in range(1, 2001)))
+        ids = [client.receive(METADATA, 12)[0] for _ in range(2000)]
+    assert ids == list(range(1, 2001))
+
+
+def test_a_long_poll_ends_when_its_client_disconnects(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with()
+    broker.create_topic("quiet", partitions=2)
+    servers = broker.nodes
+    log = _log(broker, "quiet", 0)
+    client = RawClient(broker.bootstrap_servers)
+    client.send(FETCH, 12, _fetch("quiet", [0, 0, 0], wait_ms=60_000))
+    assert _eventually(lambda: sum(s.waiters.waiting(log) for s in servers) == 1)
+    client.close()
+    assert _eventually(lambda: sum(s.waiters.waiting(log) for s in servers) == 0)
+
+
+def test_an_append_answers_the_fetch_waiting_on_that_partition_only(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with()
+    broker.create_topic("two", partitions=2)
+    with (
+        RawClient(broker.bootstrap_servers) as first,
+        RawClient(broker.bootstrap_servers) as second,
+        RawClient(broker.bootstrap_servers) as producer,
+    ):
+        first.send(FETCH, 12, _fetch("two", [0], wait_ms=30_000))
+        second.send(FETCH, 12, _fetch("two", [1], wait_ms=30_000))
+        servers = list(broker.nodes)
+        logs = [_log(broker, "two", 0), _log(broker, "two", 1)]
+        assert _eventually(lambda: all(sum(s.waiters.waiting(lg) for s in servers) for lg in logs))
+        producer.request(PRODUCE, 9, _produce("two", 0, b"wake"))
+        _, answer = first.receive(FETCH, 12)
+        assert answer.responses[0].partitions[0].records
+        assert sum(s.waiters.waiting(logs[1]) for s in servers) == 1
+
+
+def _log(broker: Broker, topic: str, partition: int) -> PartitionLog:
+    found = broker.state.topics.get(topic)
+    assert found is not None
+    return found.partitions[partition].log
+
+
+# --- fetch limits ---
+
+
+def test_a_partition_listed_many_times_is_fetched_once(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with()
+    broker.create_topic("repeat", partitions=1)
+    with RawClient(broker.bootstrap_servers) as client:
+        client.request(PRODUCE, 9, _produce("repeat", 0, b"x" * 100, count=10))
+        answer = client.request(FETCH, 12, _fetch("repeat", [0] * 500))
+    (topic,) = answer.responses
+    (partition,) = topic.partitions
+    assert [r.value for r in records.iter_records(bytes(partition.records))] == [b"x" * 100] * 10
+
+
+def test_fetch_max_bytes_caps_a_response_that_asks_for_more(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(fetch_max_bytes=3000)
+    broker.create_topic("capped", partitions=4)
+    with RawClient(broker.bootstrap_servers) as client:
+        for partition in range(4):
+            for _ in range(5):
+                client.request(PRODUCE, 9, _produce("capped", partition, b"y" * 400))
+        answer = client.request(FETCH, 12, _fetch("capped", [0, 1, 2, 3], max_bytes=50 << 20))
+    sizes = [len(p.records or b"") for p in answer.responses[0].partitions]
+    assert 0 < sum(sizes) <= 3000
+    assert sizes[0] > 0  # the first partition still makes progress
+
+
+# --- creation limits ---
+
+
+def test_a_request_may_create_only_max_partitions_per_request(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(max_partitions_per_request=10)
+    with RawClient(broker.bootstrap_servers) as client:
+        answer = client.request(CREATE_TOPICS, 5, _create_topics({"a": 6, "b": 6, "c": 4}))
+    codes = {t.name: t.error_code for t in answer.topics}
+    assert codes == {
+        "a": ErrorCode.none,
+        "b": ErrorCode.policy_violation,
+        "c": ErrorCode.none,
+    }
+    assert broker.state.topics.get("b") is None
+    assert "max_partitions_per_request" in (answer.topics[1].error_message or "")
+
+
+def test_the_broker_holds_at_most_max_partitions_per_broker(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(max_partitions_per_broker=30)
+    with RawClient(broker.bootstrap_servers) as client:
+        first = client.request(CREATE_TOPICS, 5, _create_topics({"big": 25}))
+        second = client.request(CREATE_TOPICS, 5, _create_topics({"more": 10}))
+    assert first.topics[0].error_code == ErrorCode.none
+    assert second.topics[0].error_code == ErrorCode.policy_violation
+    assert broker.state.topics.partition_count == 25
+
+
+def test_metadata_auto_creates_only_what_one_request_may(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with(max_partitions_per_request=3)
+    names = [f"auto-{i}" for i in range(5)]
+    with RawClient(broker.bootstrap_servers) as client:
+        answer = client.request(METADATA, 12, _metadata(names, create=True))
+    codes = [t.error_code for t in answer.topics]
+    assert codes == [ErrorCode.none] * 3 + [ErrorCode.policy_violation] * 2
+    assert sorted(n for n in broker.state.topics.names() if n.startswith("auto-")) == names[:3]
+
+
+# --- Metadata entries encoded once ---
+
+
+@pytest.mark.parametrize("version", range(0, 14))
+def test_metadata_answers_are_the_bytes_kio_would_write(
+    broker_with: Callable[..., Broker], version: int
+) -> None:
+    broker = broker_with()
+    for index in range(3):
+        broker.create_topic(f"enc-{index}", partitions=index + 1)
+    wanted = None if version else []
+    with RawClient(broker.bootstrap_servers) as client:
+        for _ in range(2):  # the second answer comes from the cached entries
+            correlation_id = client.send(METADATA, version, _metadata(wanted, version=version))
+            frame = client.recv_frame()
+            assert frame is not None
+            got, body = messages.decode_response(frame, METADATA, version)
+            assert got == correlation_id
+            assert sorted(t.name for t in body.topics) == ["enc-0", "enc-1", "enc-2"]
+            assert messages.encode_response(correlation_id, body)[4:] == frame
