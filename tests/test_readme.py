@@ -34,3 +34,20 @@ def test_the_broker_command_module_runs() -> None:
     )
     assert result.returncode == 0
     assert "--port" in result.stdout
+
+
+def test_every_limit_setting_is_in_the_readme_limits_table() -> None:
+    import dataclasses
+
+    from minibroker.config import BrokerConfig
+
+    section = README.split("### Limits and bad input", 1)[1].split("\n### ", 1)[0]
+    documented = set(re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE))
+    limits = {
+        f.name
+        for f in dataclasses.fields(BrokerConfig)
+        if f.name.startswith(("max_", "queued_", "fetch_max", "partial_", "connections_"))
+        or f.name.endswith("retention_minutes")
+    }
+    assert limits <= documented, f"undocumented limits: {sorted(limits - documented)}"
+    assert documented <= {f.name for f in dataclasses.fields(BrokerConfig)}
