@@ -1,7 +1,7 @@
 """The classic consumer-group protocol's states and the rules between them.
 
 States (Kafka's GroupState):
-    Empty                 no members; committed offsets may still be kept.
+    Empty                 no members; committed offsets are kept until they expire (below).
     PreparingRebalance    a rebalance has begun; members must (re)send JoinGroup. The join
                           phase ends when every known member has rejoined and no member id
                           handed out with MEMBER_ID_REQUIRED is still outstanding, or when the
@@ -10,7 +10,7 @@ States (Kafka's GroupState):
     CompletingRebalance   the generation is bumped and JoinGroup answered (the leader with the
                           member list); waiting for the leader's SyncGroup with the assignment.
     Stable                the assignment has been handed out; heartbeats keep members alive.
-    Dead                  the group was deleted.
+    Dead                  the group was deleted, or expired; it is dropped from the coordinator.
 
 Transitions:
     Empty               -> PreparingRebalance   a member joins
@@ -20,7 +20,8 @@ Transitions:
     CompletingRebalance -> PreparingRebalance   a member joins, leaves or expires
     Stable              -> PreparingRebalance   a member joins (new, or with new metadata),
                                                 leaves, or misses its session timeout
-    Empty               -> Dead                 DeleteGroups
+    Empty               -> Dead                 DeleteGroups, or expiry: Empty with no
+                                                offsets left once the retention has run out
 
 Request rules:
     JoinGroup    v4+ and no member id: MEMBER_ID_REQUIRED with a fresh id (static members
@@ -34,6 +35,22 @@ Request rules:
     OffsetCommit generation -1 with no member id commits for a group without members
                  (assign-mode consumers); members must match the generation; during
                  CompletingRebalance: REBALANCE_IN_PROGRESS.
+
+Offset expiry (Kafka 2.1+, KIP-211; offsets.retention.minutes, default 7 days):
+    Offsets expire only while the group is Empty, so a group with members keeps them.
+    - A group that has had members: all its offsets expire once it has been Empty for the
+      retention period, counted from when it became Empty (Kafka's current state
+      timestamp; commits made while Empty do not extend it).
+    - A group that never had members (generation -1 commits only): each offset expires the
+      retention period after its own last commit, so committing again keeps it.
+    - An Empty group left with no offsets by expiry goes with them: Empty -> Dead. One that
+      had none (all deleted, or never committed) goes once it has been Empty for the
+      retention period. (Kafka drops such a group at its next cleanup pass, every
+      offsets.retention.check.interval.ms; waiting the retention period instead keeps a
+      member id handed out with MEMBER_ID_REQUIRED usable.)
+    Expiry is exact to the deadline (no check interval). Not done: expiry of offsets of
+    topics a Stable consumer group no longer subscribes to, and the per-commit
+    retention_time_ms of OffsetCommit v2-v4.
 """
 
 from __future__ import annotations

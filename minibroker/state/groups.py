@@ -4,15 +4,34 @@ Every method takes `now` (monotonic seconds) and returns at once. JoinGroup and 
 answers that must wait for other members come back as a `Slot` that is filled later by
 another member's request or by `tick(now)`; `next_deadline()` tells the caller when
 `tick` must run next. The rules and states are in `group_rules`.
+
+How timing works. Every deadline the coordinator keeps -- a member's session (heartbeat)
+deadline, a pending member id's, a group's rebalance deadline and initial rebalance
+delay, an Empty group's offset expiry -- is a timer with one live entry
+(deadline, sequence, group id, kind, member id) in a min-heap; `Group.timers` records,
+per (kind, member id), the deadline of that live entry, and an entry that does not match
+it is stale and dropped when it surfaces. Setting a deadline pushes only when it is
+earlier than the live entry (or there is none); a deadline that moves later, as on every
+heartbeat, keeps its entry, and when the entry comes up it is checked against the
+group's state and pushed again at the real deadline. So a request costs O(log n) at
+most, `next_deadline()` peeks (amortised O(1): it drops stale entries and re-pushes
+moved ones on the way), and `tick(now)` pops only what is due and runs the group rules
+for those groups alone. No timing path walks all groups; stale entries are swept out
+once they are half the heap. Expiry entries are checked exactly by `tick` only (their
+deadline can take a scan of the group's offsets), so `next_deadline()` may name an
+expiry that has since moved later; the `tick` then finds nothing due and re-arms it.
 """
 
 from __future__ import annotations
 
+import enum
+import heapq
 import logging
 import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Generic, TypeVar
 
 from minibroker.config import BrokerConfig
@@ -24,6 +43,22 @@ log = logging.getLogger("minibroker.groups")
 T = TypeVar("T")
 UNKNOWN_MEMBER = ""
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
+MIN_STALE_SWEEP = 1024  # stale heap entries tolerated before a sweep is considered
+
+
+class Timer(enum.StrEnum):  # str's hash: Enum's own __hash__ is slow Python
+    """What a deadline in the coordinator's heap is for."""
+
+    HEARTBEAT = "heartbeat"  # a member's session timeout (not while it awaits an answer)
+    PENDING = "pending"  # a member id handed out with MEMBER_ID_REQUIRED
+    REBALANCE = "rebalance"  # the join phase's end (largest rebalance timeout)
+    INITIAL_DELAY = "initial-delay"  # group.initial.rebalance.delay.ms of a new group
+    EXPIRY = "expiry"  # offsets.retention.minutes of an Empty group
+
+
+TimerKey = tuple[Timer, str]  # (kind, member id or "" for the group's own timers)
+HeapEntry = tuple[float, int, str, Timer, str]  # deadline, sequence, group, kind, member
+EXPIRY_KEY: TimerKey = (Timer.EXPIRY, "")
 
 
 class Slot(Generic[T]):
@@ -64,6 +99,7 @@ class CommittedOffset:
     offset: int
     leader_epoch: int
     metadata: str | None
+    committed_at: float = 0.0  # monotonic seconds, for offset expiry
 
 
 @dataclass(slots=True)
@@ -109,6 +145,12 @@ class Group:
     rebalance_deadline: float | None = None
     initial_delay_deadline: float | None = None
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # When the group was created or last became Empty, and whether it ever had members:
+    # together they decide when an Empty group's offsets expire (see group_rules).
+    empty_since: float = 0.0
+    had_members: bool = False
+    # The deadline of each timer's live entry in the coordinator's heap.
+    timers: dict[TimerKey, float] = field(default_factory=dict)
 
     def transition(self, target: GroupState) -> None:
         if target is self.state:
@@ -171,8 +213,10 @@ def java_string_hash(text: str) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+@lru_cache(maxsize=65_536)
 def partition_for(key: str, partitions: int) -> int:
-    """The __consumer_offsets (or __transaction_state) partition that owns a key."""
+    """The __consumer_offsets (or __transaction_state) partition that owns a key (asked on
+    every group request, so remembered for the most recent keys)."""
     hashed = java_string_hash(key)
     positive = 0 if hashed == -(2**31) else abs(hashed)  # Kafka's Utils.abs
     return positive % partitions
@@ -185,6 +229,14 @@ class GroupCoordinator:
         self.config = config
         self.groups: dict[str, Group] = {}
         self._partition_exists = partition_exists or (lambda topic, partition: True)
+        self._heap: list[HeapEntry] = []
+        self._sequence = 0
+        self._stale = 0  # heap entries known to be stale (their timer moved or went)
+
+    def _create_group(self, now: float, group_id: str) -> Group:
+        group = self.groups[group_id] = Group(group_id, empty_since=now)
+        self._arm_expiry(group)
+        return group
 
     # --- JoinGroup ---
 
@@ -219,7 +271,7 @@ class GroupCoordinator:
         if group is None:
             if member_id != UNKNOWN_MEMBER:
                 return fail(rules.UNKNOWN_MEMBER_ID)
-            group = self.groups[group_id] = Group(group_id)
+            group = self._create_group(now, group_id)
         if group.state is GroupState.DEAD:
             return fail(rules.COORDINATOR_NOT_AVAILABLE)
         if not self._protocols_compatible(group, protocol_type, protocols):
@@ -248,12 +300,14 @@ class GroupCoordinator:
                     return self._replace_static_member(now, group, old_id, new_member(new_id))
                 return self._add_member_and_rebalance(now, group, new_member(new_id))
             if require_known_member_id:
-                group.pending_members[new_id] = now + session_timeout_ms / 1000
+                deadline = now + session_timeout_ms / 1000
+                group.pending_members[new_id] = deadline
+                self._arm(group, Timer.PENDING, new_id, deadline)
                 return Slot(JoinOutcome(error=rules.MEMBER_ID_REQUIRED, member_id=new_id))
             return self._add_member_and_rebalance(now, group, new_member(new_id))
 
         if member_id in group.pending_members:
-            del group.pending_members[member_id]
+            self._drop_pending(group, member_id)
             return self._add_member_and_rebalance(now, group, new_member(member_id))
         _, member, code = self._identify(group_id, member_id, group_instance_id)
         if member is None:
@@ -264,7 +318,7 @@ class GroupCoordinator:
         member.client_id = client_id
         changed = member.protocols != list(protocols)
         member.protocols = list(protocols)
-        member.heartbeat_deadline = now + session_timeout_ms / 1000
+        self._touch(now, group, member)
         slot: Slot[JoinOutcome] = Slot()
         if group.state is GroupState.PREPARING_REBALANCE:
             self._await_join(member, slot)
@@ -304,6 +358,7 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_type = member.protocol_type
         group.members[member.member_id] = member
+        group.had_members = True
         if member.group_instance_id is not None:
             group.static_members[member.group_instance_id] = member.member_id
         slot: Slot[JoinOutcome] = Slot()
@@ -319,12 +374,14 @@ class GroupCoordinator:
         self, now: float, group: Group, old_id: str, member: Member
     ) -> Slot[JoinOutcome]:
         old = group.members.pop(old_id)
+        self._forget(group, Timer.HEARTBEAT, old_id)
         if old.join_slot is not None:
             old.join_slot.fill(JoinOutcome(error=rules.FENCED_INSTANCE_ID, member_id=old_id))
         if old.sync_slot is not None:
             old.sync_slot.fill(SyncOutcome(error=rules.FENCED_INSTANCE_ID))
         member.assignment = old.assignment
         group.members[member.member_id] = member
+        self._arm(group, Timer.HEARTBEAT, member.member_id, member.heartbeat_deadline)
         assert member.group_instance_id is not None
         group.static_members[member.group_instance_id] = member.member_id
         was_leader = group.leader_id == old_id
@@ -375,11 +432,16 @@ class GroupCoordinator:
             if member.sync_slot is not None:
                 member.sync_slot.fill(SyncOutcome(error=rules.REBALANCE_IN_PROGRESS))
                 member.sync_slot = None
+                # No longer awaiting an answer: its session deadline counts again.
+                self._arm(group, Timer.HEARTBEAT, member.member_id, member.heartbeat_deadline)
         group.transition(GroupState.PREPARING_REBALANCE)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         group.rebalance_deadline = now + timeout / 1000
+        self._arm(group, Timer.REBALANCE, "", group.rebalance_deadline)
         delay = self.config.group_initial_rebalance_delay_ms
         group.initial_delay_deadline = now + delay / 1000 if was_empty and delay > 0 else None
+        if group.initial_delay_deadline is not None:
+            self._arm(group, Timer.INITIAL_DELAY, "", group.initial_delay_deadline)
         log.debug("group %s: rebalance: %s", group.group_id, reason)
 
     def _extend_initial_delay(self, now: float, group: Group) -> None:
@@ -388,8 +450,10 @@ class GroupCoordinator:
         delay = self.config.group_initial_rebalance_delay_ms / 1000
         limit = group.rebalance_deadline or now
         group.initial_delay_deadline = min(now + delay, max(limit, now))
+        self._arm(group, Timer.INITIAL_DELAY, "", group.initial_delay_deadline)
         timeout = max(m.rebalance_timeout_ms for m in group.members.values())
         group.rebalance_deadline = max(group.rebalance_deadline or now, now + timeout / 1000)
+        self._arm(group, Timer.REBALANCE, "", group.rebalance_deadline)
 
     def _maybe_complete_join(self, now: float, group: Group, *, forced: bool = False) -> None:
         if group.state is not GroupState.PREPARING_REBALANCE:
@@ -412,15 +476,20 @@ class GroupCoordinator:
                 "group %s: member %s did not rejoin in time; removed", group.group_id, member_id
             )
             self._remove_member(group, member_id)
-        group.pending_members.clear()
+        for pending_id in list(group.pending_members):
+            self._drop_pending(group, pending_id)
         group.rebalance_deadline = None
         group.initial_delay_deadline = None
+        self._forget(group, Timer.REBALANCE, "")
+        self._forget(group, Timer.INITIAL_DELAY, "")
         group.generation += 1
         if not group.members:
             group.protocol_name = None
             group.protocol_type = None
             group.leader_id = None
             group.transition(GroupState.EMPTY)
+            group.empty_since = now
+            self._arm_expiry(group)
             return
         group.protocol_name = self._select_protocol(group)
         if group.leader_id not in group.members:
@@ -428,13 +497,13 @@ class GroupCoordinator:
         group.transition(GroupState.COMPLETING_REBALANCE)
         for member in group.members.values():
             member.assignment = b""
-            member.heartbeat_deadline = now + member.session_timeout_ms / 1000
             outcome = self._join_answer(
                 group, member, with_members=member.member_id == group.leader_id
             )
             assert member.join_slot is not None
             member.join_slot.fill(outcome)
             member.join_slot = None
+            self._touch(now, group, member)
 
     def _select_protocol(self, group: Group) -> str:
         candidates = group.candidate_protocols()
@@ -450,6 +519,7 @@ class GroupCoordinator:
         member = group.members.pop(member_id, None)
         if member is None:
             return
+        self._forget(group, Timer.HEARTBEAT, member_id)
         if member.group_instance_id is not None:
             group.static_members.pop(member.group_instance_id, None)
         if member.join_slot is not None:
@@ -501,7 +571,7 @@ class GroupCoordinator:
             protocol_name is not None and protocol_name != group.protocol_name
         ):
             return Slot(SyncOutcome(error=rules.INCONSISTENT_GROUP_PROTOCOL))
-        member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+        self._touch(now, group, member)
         if group.state is GroupState.PREPARING_REBALANCE:
             return Slot(SyncOutcome(error=rules.REBALANCE_IN_PROGRESS))
         if group.state is GroupState.STABLE:
@@ -519,7 +589,7 @@ class GroupCoordinator:
                 if each.sync_slot is not None:
                     each.sync_slot.fill(self._sync_answer(group, each))
                     each.sync_slot = None
-                each.heartbeat_deadline = now + each.session_timeout_ms / 1000
+                self._touch(now, group, each)
         return slot
 
     def _sync_answer(self, group: Group, member: Member) -> SyncOutcome:
@@ -544,7 +614,7 @@ class GroupCoordinator:
         group, member, code = self._identify(group_id, member_id, group_instance_id)
         if group is None or member is None:
             return code
-        member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+        self._touch(now, group, member)
         if group.state is GroupState.PREPARING_REBALANCE:
             return rules.REBALANCE_IN_PROGRESS
         if generation != group.generation:
@@ -570,7 +640,7 @@ class GroupCoordinator:
                     continue
                 target = known
             if target in group.pending_members:
-                del group.pending_members[target]
+                self._drop_pending(group, target)
                 self._maybe_complete_join(now, group)
                 results.append((member_id, instance_id, rules.NONE))
                 continue
@@ -583,41 +653,188 @@ class GroupCoordinator:
 
     # --- time ---
 
+    def _arm(self, group: Group, kind: Timer, member_id: str, deadline: float) -> None:
+        """Make sure a timer has a heap entry no later than `deadline`."""
+        key = (kind, member_id)
+        scheduled = group.timers.get(key)
+        if scheduled is not None and scheduled <= deadline:
+            return  # that entry comes up first and is re-pushed if the deadline moved
+        group.timers[key] = deadline
+        self._sequence += 1
+        heapq.heappush(self._heap, (deadline, self._sequence, group.group_id, kind, member_id))
+        if scheduled is not None:
+            self._note_stale(1)  # the later entry
+
+    def _forget(self, group: Group, kind: Timer, member_id: str) -> None:
+        """The timer no longer applies; its entry goes stale."""
+        if group.timers.pop((kind, member_id), None) is not None:
+            self._note_stale(1)
+
+    def _note_stale(self, count: int) -> None:
+        self._stale += count
+        if self._stale > MIN_STALE_SWEEP and 2 * self._stale > len(self._heap):
+            self._compact()
+
+    def _touch(self, now: float, group: Group, member: Member) -> None:
+        """The member was heard from: its session deadline starts again."""
+        member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+        self._arm(group, Timer.HEARTBEAT, member.member_id, member.heartbeat_deadline)
+
+    def _drop_pending(self, group: Group, member_id: str) -> None:
+        del group.pending_members[member_id]
+        self._forget(group, Timer.PENDING, member_id)
+
+    def _arm_expiry(self, group: Group) -> None:
+        deadline = self._expiry_deadline(group)
+        if deadline is not None:
+            self._arm(group, Timer.EXPIRY, "", deadline)
+
+    def _expiry_deadline(self, group: Group) -> float | None:
+        """When the Empty group's next offset (or, without offsets, the group) expires."""
+        if group.state is not GroupState.EMPTY:
+            return None
+        retention = self.config.offsets_retention_minutes * 60
+        if group.had_members or not group.offsets:
+            return group.empty_since + retention
+        return min(o.committed_at for o in group.offsets.values()) + retention
+
+    def _deadline_of(self, group: Group, kind: Timer, member_id: str) -> float | None:
+        """A timer's real deadline now, or None if it no longer applies."""
+        if kind is Timer.HEARTBEAT:
+            member = group.members.get(member_id)
+            return None if member is None or member.awaiting else member.heartbeat_deadline
+        if kind is Timer.PENDING:
+            return group.pending_members.get(member_id)
+        if kind is Timer.EXPIRY:
+            return self._expiry_deadline(group)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return None
+        if kind is Timer.REBALANCE:
+            return group.rebalance_deadline
+        return group.initial_delay_deadline
+
+    def _live(self, entry: HeapEntry) -> Group | None:
+        """The entry's group if the entry is its timer's live one."""
+        deadline, _, group_id, kind, member_id = entry
+        group = self.groups.get(group_id)
+        if group is None or group.timers.get((kind, member_id)) != deadline:
+            return None
+        return group
+
+    def _compact(self) -> None:
+        """Sweep stale entries once they are half the heap: amortised O(1) each."""
+        # In place: callers may be holding the list while they push.
+        self._heap[:] = [entry for entry in self._heap if self._live(entry) is not None]
+        heapq.heapify(self._heap)
+        self._stale = 0
+
     def next_deadline(self) -> float | None:
-        deadlines: list[float] = []
-        for group in self.groups.values():
-            deadlines.extend(group.pending_members.values())
-            if group.state is GroupState.PREPARING_REBALANCE:
-                if group.rebalance_deadline is not None:
-                    deadlines.append(group.rebalance_deadline)
-                if group.initial_delay_deadline is not None:
-                    deadlines.append(group.initial_delay_deadline)
-            deadlines.extend(m.heartbeat_deadline for m in group.members.values() if not m.awaiting)
-        return min(deadlines, default=None)
+        """The earliest time `tick` has something to do, or None."""
+        heap = self._heap
+        while heap:
+            entry = heap[0]
+            deadline, _, _, kind, member_id = entry
+            group = self._live(entry)
+            if group is not None:
+                if kind is Timer.EXPIRY:
+                    # Exact only in tick (it may scan offsets); early here is harmless.
+                    if group.state is GroupState.EMPTY:
+                        return deadline
+                    actual = None
+                else:
+                    actual = self._deadline_of(group, kind, member_id)
+                    if actual == deadline:
+                        return deadline
+            heapq.heappop(heap)
+            if group is None:
+                self._stale = max(0, self._stale - 1)
+            else:
+                del group.timers[(kind, member_id)]
+                if actual is not None:
+                    self._arm(group, kind, member_id, actual)
+        return None
 
     def tick(self, now: float) -> None:
-        """Expire members and pending ids, end join phases whose time is up."""
-        for group in list(self.groups.values()):
-            for member_id, deadline in list(group.pending_members.items()):
-                if deadline <= now:
-                    del group.pending_members[member_id]
-            for member in list(group.members.values()):
-                if not member.awaiting and member.heartbeat_deadline <= now:
-                    log.debug(
-                        "group %s: member %s missed its session timeout",
-                        group.group_id,
-                        member.member_id,
-                    )
-                    self._member_gone(
-                        now, group, member.member_id, f"member {member.member_id} session timed out"
-                    )
-            if group.state is GroupState.PREPARING_REBALANCE:
-                if group.initial_delay_deadline is not None and now >= group.initial_delay_deadline:
-                    group.initial_delay_deadline = None
-                if group.rebalance_deadline is not None and now >= group.rebalance_deadline:
-                    self._maybe_complete_join(now, group, forced=True)
-                else:
-                    self._maybe_complete_join(now, group)
+        """Expire members, pending ids and Empty groups' offsets, end join phases whose
+        time is up; only groups with something due are looked at."""
+        heap = self._heap
+        due: dict[str, Group] = {}
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            _, _, group_id, kind, member_id = entry
+            group = self._live(entry)
+            if group is None:
+                self._stale = max(0, self._stale - 1)
+                continue
+            del group.timers[(kind, member_id)]
+            actual = self._deadline_of(group, kind, member_id)
+            if actual is None:
+                continue
+            if actual > now:
+                self._arm(group, kind, member_id, actual)
+            else:
+                due[group_id] = group
+        for group in due.values():
+            self._run_due(now, group)
+            if self.groups.get(group.group_id) is group:
+                self._rearm(group)
+
+    def _run_due(self, now: float, group: Group) -> None:
+        for member_id, deadline in list(group.pending_members.items()):
+            if deadline <= now:
+                self._drop_pending(group, member_id)
+        for member in list(group.members.values()):
+            if not member.awaiting and member.heartbeat_deadline <= now:
+                log.debug(
+                    "group %s: member %s missed its session timeout",
+                    group.group_id,
+                    member.member_id,
+                )
+                self._member_gone(
+                    now, group, member.member_id, f"member {member.member_id} session timed out"
+                )
+        if group.state is GroupState.PREPARING_REBALANCE:
+            if group.initial_delay_deadline is not None and now >= group.initial_delay_deadline:
+                group.initial_delay_deadline = None
+            if group.rebalance_deadline is not None and now >= group.rebalance_deadline:
+                self._maybe_complete_join(now, group, forced=True)
+            else:
+                self._maybe_complete_join(now, group)
+        if group.state is GroupState.EMPTY:
+            self._expire(now, group)
+
+    def _rearm(self, group: Group) -> None:
+        """After a group's due work: every deadline it still has gets a timer."""
+        for member in group.members.values():
+            if not member.awaiting:
+                self._arm(group, Timer.HEARTBEAT, member.member_id, member.heartbeat_deadline)
+        for member_id, deadline in group.pending_members.items():
+            self._arm(group, Timer.PENDING, member_id, deadline)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            if group.rebalance_deadline is not None:
+                self._arm(group, Timer.REBALANCE, "", group.rebalance_deadline)
+            if group.initial_delay_deadline is not None:
+                self._arm(group, Timer.INITIAL_DELAY, "", group.initial_delay_deadline)
+        if EXPIRY_KEY not in group.timers:
+            self._arm_expiry(group)
+
+    def _expire(self, now: float, group: Group) -> None:
+        """Offset retention of an Empty group (group_rules: Offset expiry)."""
+        retention = self.config.offsets_retention_minutes * 60
+        if group.had_members or not group.offsets:
+            if now < group.empty_since + retention:
+                return
+            expired = list(group.offsets)
+        else:
+            expired = [k for k, o in group.offsets.items() if o.committed_at + retention <= now]
+        for key in expired:
+            del group.offsets[key]
+        if expired:
+            log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
+        if group.offsets:
+            return
+        self._remove_group(group)
+        log.info("group %s: empty and without offsets; removed", group.group_id)
 
     # --- offsets ---
 
@@ -641,7 +858,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if generation < 0 and member_id == UNKNOWN_MEMBER:
             if group is None:
-                group = self.groups[group_id] = Group(group_id)
+                group = self._create_group(now, group_id)
             if group.state is not GroupState.EMPTY:
                 return everywhere(rules.UNKNOWN_MEMBER_ID)
         else:
@@ -652,7 +869,7 @@ class GroupCoordinator:
                 return everywhere(rules.ILLEGAL_GENERATION)
             if group.state is GroupState.COMPLETING_REBALANCE:
                 return everywhere(rules.REBALANCE_IN_PROGRESS)
-            member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+            self._touch(now, group, member)
         results: dict[tuple[str, int], int] = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
             if not self._partition_exists(topic, partition):
@@ -660,8 +877,14 @@ class GroupCoordinator:
             elif metadata is not None and len(metadata.encode()) > MAX_METADATA_BYTES:
                 results[(topic, partition)] = rules.OFFSET_METADATA_TOO_LARGE
             else:
-                group.offsets[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata)
+                group.offsets[(topic, partition)] = CommittedOffset(
+                    offset, leader_epoch, metadata, committed_at=now
+                )
                 results[(topic, partition)] = rules.NONE
+        if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
+            # Safety net: an Empty group keeps an expiry timer at or before its real
+            # expiry, which a commit can only move later (re-armed lazily).
+            self._arm_expiry(group)
         return results
 
     def committed(
@@ -692,6 +915,7 @@ class GroupCoordinator:
             else:
                 group.offsets.pop((topic, partition), None)
                 results[(topic, partition)] = rules.NONE
+        self._arm_expiry(group)  # no offsets left: the group's expiry may come sooner
         return rules.NONE, results
 
     # --- administration ---
@@ -702,11 +926,21 @@ class GroupCoordinator:
             return rules.GROUP_ID_NOT_FOUND
         if group.state is not GroupState.EMPTY:
             return rules.NON_EMPTY_GROUP
-        group.transition(GroupState.DEAD)
-        del self.groups[group_id]
+        self._remove_group(group)
         return rules.NONE
 
+    def _remove_group(self, group: Group) -> None:
+        group.transition(GroupState.DEAD)
+        del self.groups[group.group_id]
+        stale = len(group.timers)
+        group.timers.clear()
+        self._note_stale(stale)
+
     def remove_topic(self, topic: str) -> None:
+        """Drop a deleted topic's offsets from every group (an admin operation: O(groups))."""
         for group in self.groups.values():
-            for key in [k for k in group.offsets if k[0] == topic]:
+            keys = [k for k in group.offsets if k[0] == topic]
+            for key in keys:
                 del group.offsets[key]
+            if keys:
+                self._arm_expiry(group)

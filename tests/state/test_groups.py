@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import pytest
+from kio.schema.errors import ErrorCode
 
 from minibroker.config import BrokerConfig
+from minibroker.handlers import list_groups, offset_commit, offset_fetch
+from minibroker.handlers.registry import RequestContext
+from minibroker.protocol import messages
 from minibroker.state import group_rules as rules
+from minibroker.state.clock import FakeClock
+from minibroker.state.cluster import ClusterState, Node
 from minibroker.state.group_rules import GroupState, IllegalTransition
 from minibroker.state.groups import (
     Group,
@@ -16,6 +24,7 @@ from minibroker.state.groups import (
     parse_subscription,
     partition_for,
 )
+from tests.rawclient import make, make_request
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -403,3 +412,288 @@ def test_subscription_metadata_is_parsed_for_topic_names() -> None:
     )
     assert parse_subscription(metadata) == ["a", "bc"]
     assert parse_subscription(b"\x00") is None
+
+
+# --- timers at scale and offset expiry ---
+
+
+class NoWalkGroups(dict[str, Group]):
+    """The coordinator's groups, failing the test if anything walks all of them."""
+
+    def __iter__(self) -> NoReturn:
+        raise AssertionError("walked every group")
+
+    def keys(self) -> NoReturn:  # type: ignore[override]
+        raise AssertionError("walked every group")
+
+    def values(self) -> NoReturn:  # type: ignore[override]
+        raise AssertionError("walked every group")
+
+    def items(self) -> NoReturn:  # type: ignore[override]
+        raise AssertionError("walked every group")
+
+
+def anonymous_commit(h: Harness, group: str, offsets: dict[int, int]) -> dict[tuple[str, int], int]:
+    """An assign-mode consumer's commit: generation -1, no member id."""
+    return h.coordinator.commit(
+        h.now,
+        group_id=group,
+        generation=-1,
+        member_id="",
+        group_instance_id=None,
+        offsets=[("t", partition, offset, -1, None) for partition, offset in offsets.items()],
+    )
+
+
+def committed_offsets(h: Harness, group: str, partitions: list[int]) -> dict[int, int | None]:
+    stored = h.coordinator.committed(group, [("t", p) for p in partitions])
+    return {p: (found.offset if found else None) for (_, p), found in stored.items()}
+
+
+def spy_on_due_groups(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the groups `tick` runs the group rules for, in order."""
+    handled: list[str] = []
+    run_due = h.coordinator._run_due
+
+    def spy(now: float, group: Group) -> None:
+        handled.append(group.group_id)
+        run_due(now, group)
+
+    monkeypatch.setattr(h.coordinator, "_run_due", spy)
+    return handled
+
+
+def test_twenty_thousand_anonymous_groups_add_no_work_to_the_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: groups made by anonymous OffsetCommits took a producer from ~3,000 to
+    ~40 msg/s, because next_deadline() and tick() walked every group on every append."""
+    h = Harness()
+    h.coordinator.groups = NoWalkGroups()
+    for index in range(20_000):
+        assert anonymous_commit(h, f"solo-{index}", {0: index}) == {("t", 0): rules.NONE}
+    a, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    handled = spy_on_due_groups(h, monkeypatch)
+    for _ in range(10):
+        h.advance(3)
+        assert h.heartbeat(a, generation) == rules.NONE
+        assert h.heartbeat(b, generation) == rules.NONE
+        assert h.coordinator.next_deadline() == pytest.approx(h.now + SESSION_MS / 1000)
+    assert handled == [], "nothing was due"
+    # A heartbeat moves a deadline later without a new heap entry: one per timer.
+    assert len(h.coordinator._heap) <= 20_000 + 3
+    for _ in range(4):
+        h.advance(3)
+        h.heartbeat(a, generation)  # b went quiet
+    assert handled == ["g"], "only the group with a due deadline was looked at"
+    assert set(h.coordinator.groups["g"].members) == {a}
+    assert h.state() is GroupState.PREPARING_REBALANCE
+
+
+def test_a_heartbeat_moves_the_session_deadline_later() -> None:
+    h = Harness()
+    (a,) = stable_group(h, 1)
+    generation = h.coordinator.groups["g"].generation
+    h.advance(SESSION_MS / 1000 - 1)
+    assert h.heartbeat(a, generation) == rules.NONE
+    assert h.coordinator.next_deadline() == pytest.approx(h.now + SESSION_MS / 1000)
+    h.advance(2)  # past the first deadline: nothing happens
+    assert h.state() is GroupState.STABLE
+    h.advance(SESSION_MS / 1000 - 2)  # exactly the new deadline
+    assert h.state() is GroupState.EMPTY
+    assert h.coordinator.groups["g"].members == {}
+
+
+def test_anonymous_groups_offsets_expire_after_the_retention_and_the_group_with_them() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    anonymous_commit(h, "solo", {0: 7})
+    assert h.coordinator.next_deadline() == pytest.approx(60)
+    h.advance(59.5)
+    assert committed_offsets(h, "solo", [0]) == {0: 7}
+    h.advance(0.5)
+    assert "solo" not in h.coordinator.groups
+    assert committed_offsets(h, "solo", [0]) == {0: None}
+    assert h.coordinator.committed("solo", None) == {}
+    assert h.coordinator.next_deadline() is None
+    assert h.coordinator.delete_group("solo") == rules.GROUP_ID_NOT_FOUND
+
+
+def test_a_commit_within_the_retention_extends_it_for_that_partition() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    anonymous_commit(h, "solo", {0: 1, 1: 1})
+    h.advance(40)
+    anonymous_commit(h, "solo", {0: 2})
+    h.advance(20)  # partition 1 was last committed 60 s ago; partition 0, 20 s ago
+    assert committed_offsets(h, "solo", [0, 1]) == {0: 2, 1: None}
+    assert h.state("solo") is GroupState.EMPTY
+    assert h.coordinator.next_deadline() == pytest.approx(100)
+    h.advance(39.5)
+    assert committed_offsets(h, "solo", [0]) == {0: 2}
+    h.advance(0.5)
+    assert "solo" not in h.coordinator.groups
+
+
+def test_a_group_with_members_keeps_its_offsets_past_the_retention() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    a, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    h.coordinator.commit(
+        h.now,
+        group_id="g",
+        generation=generation,
+        member_id=a,
+        group_instance_id=None,
+        offsets=[("t", 0, 5, -1, None)],
+    )
+    for _ in range(60):  # three minutes of heartbeats, no more commits
+        h.advance(3)
+        assert h.heartbeat(a, generation) == rules.NONE
+        assert h.heartbeat(b, generation) == rules.NONE
+    assert h.state() is GroupState.STABLE
+    assert committed_offsets(h, "g", [0]) == {0: 5}
+
+
+def test_a_group_that_had_members_expires_a_retention_after_it_became_empty() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    a, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    h.coordinator.commit(
+        h.now,
+        group_id="g",
+        generation=generation,
+        member_id=a,
+        group_instance_id=None,
+        offsets=[("t", 0, 5, -1, None)],
+    )
+    h.advance(30)
+    h.heartbeat(a, generation)
+    h.heartbeat(b, generation)
+    h.coordinator.leave(h.now, group_id="g", members=[(a, None), (b, None)])
+    assert h.state() is GroupState.EMPTY
+    emptied = h.now
+    h.advance(30)
+    # Kafka counts from when the group became Empty; a commit meanwhile does not extend it.
+    assert anonymous_commit(h, "g", {1: 9}) == {("t", 1): rules.NONE}
+    h.advance(emptied + 60 - h.now - 0.5)
+    assert committed_offsets(h, "g", [0, 1]) == {0: 5, 1: 9}
+    h.advance(0.5)
+    assert "g" not in h.coordinator.groups
+    assert committed_offsets(h, "g", [0, 1]) == {0: None, 1: None}
+
+
+def test_a_group_that_gets_members_again_stops_expiring() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    anonymous_commit(h, "g", {0: 3})
+    h.advance(50)
+    (a,) = stable_group(h, 1)
+    generation = h.coordinator.groups["g"].generation
+    for _ in range(30):
+        h.advance(3)
+        assert h.heartbeat(a, generation) == rules.NONE
+    assert committed_offsets(h, "g", [0]) == {0: 3}
+
+
+def test_a_group_without_offsets_goes_a_retention_after_it_was_created() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    h.new_member()  # MEMBER_ID_REQUIRED creates the group, Empty, with a pending id
+    assert h.state() is GroupState.EMPTY
+    h.advance(SESSION_MS / 1000 + 1)
+    assert h.state() is GroupState.EMPTY, "still inside the retention"
+    h.advance(60 - h.now)
+    assert "g" not in h.coordinator.groups
+
+
+def test_offset_delete_of_the_last_offset_lets_an_old_group_go() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    anonymous_commit(h, "solo", {0: 1})
+    h.advance(50)
+    anonymous_commit(h, "solo", {0: 2})
+    h.advance(20)
+    assert h.coordinator.delete_offsets("solo", [("t", 0)]) == (
+        rules.NONE,
+        {("t", 0): rules.NONE},
+    )
+    assert h.coordinator.next_deadline() == pytest.approx(60), "created at 0, now offset-less"
+    h.advance(0)
+    assert "solo" not in h.coordinator.groups
+
+
+def test_deleted_groups_do_not_pile_up_in_the_deadline_heap() -> None:
+    h = Harness()
+    for index in range(5_000):
+        anonymous_commit(h, f"solo-{index}", {0: 1})
+        assert h.coordinator.delete_group(f"solo-{index}") == rules.NONE
+    assert len(h.coordinator._heap) <= 2 * 1024 + 2
+    assert h.coordinator.next_deadline() is None
+
+
+def test_expired_group_answers_offset_fetch_with_minus_one_and_is_not_listed() -> None:
+    clock = FakeClock()
+    cluster = ClusterState(BrokerConfig(offsets_retention_minutes=1), clock)
+    cluster.add_node(Node(0, "127.0.0.1", 9092))
+    cluster.topics.create("t", 1)
+
+    def ctx(api_key: int, version: int) -> RequestContext:
+        return RequestContext(cluster, 0, messages.RequestHeader(api_key, version, 1, "test"))
+
+    commit = make_request(
+        8,
+        8,
+        group_id="solo",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            make(
+                8,
+                8,
+                "OffsetCommitRequestTopic",
+                name="t",
+                partitions=(
+                    make(
+                        8,
+                        8,
+                        "OffsetCommitRequestPartition",
+                        partition_index=0,
+                        committed_offset=42,
+                        committed_leader_epoch=-1,
+                        committed_metadata=None,
+                    ),
+                ),
+            ),
+        ),
+    )
+    fetch = make_request(
+        9,
+        8,
+        groups=(
+            make(
+                9,
+                8,
+                "OffsetFetchRequestGroup",
+                group_id="solo",
+                topics=(make(9, 8, "OffsetFetchRequestTopics", name="t", partition_indexes=(0,)),),
+            ),
+        ),
+        require_stable=False,
+    )
+
+    def fetched() -> int:
+        response = offset_fetch.handle(ctx(9, 8), fetch)
+        (group,) = response.groups
+        assert group.error_code == ErrorCode.none
+        return int(group.topics[0].partitions[0].committed_offset)
+
+    def listed() -> list[str]:
+        response = list_groups.handle(ctx(16, 4), make_request(16, 4, states_filter=()))
+        return [g.group_id for g in response.groups]
+
+    response = offset_commit.handle(ctx(8, 8), commit)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.none
+    assert fetched() == 42
+    assert listed() == ["solo"]
+    clock.advance(60)
+    cluster.groups.tick(clock.monotonic())
+    assert fetched() == -1
+    assert listed() == []
