@@ -26,7 +26,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.core import server
-from consumer import Consumer
+from minibroker.consumer import Consumer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "CONSUMER_RESULTS.md"

@@ -115,8 +115,8 @@ def confluent_only(bootstrap: str, topic: str, count: int) -> float:
 def reader_only(bootstrap: str, topic: str, count: int) -> float:
     """The source's partition reader (fetch + Arrow batches) outside Spark, one
     partition after another as a single Spark task would."""
-    from fixtures.spark.kafka_io import TopicPartitionRange, kafka_arrow_schema, read_range
-    from fixtures.spark.options import parse_source_options
+    from minibroker.testing.spark.kafka_io import TopicPartitionRange, kafka_arrow_schema, read_range
+    from minibroker.testing.spark.options import parse_source_options
 
     options = parse_source_options(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
@@ -137,8 +137,8 @@ def in_memory_source(spark: Any, count: int) -> Callable[[], float]:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from fixtures.spark.kafka_io import kafka_arrow_schema
-    from fixtures.spark.source import kafka_schema
+    from minibroker.testing.spark.kafka_io import kafka_arrow_schema
+    from minibroker.testing.spark.source import kafka_schema
 
     class Generated(DataSourceReader):  # type: ignore[misc]
         def partitions(self) -> list[InputPartition]:
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = 1 if args.quick else args.runs
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from fixtures.spark.session import make_session
+    from minibroker.testing.spark.session import make_session
 
     started = time.perf_counter()
     spark = make_session()

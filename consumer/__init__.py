@@ -1,17 +1,17 @@
 """A consumer library on aiokafka: assignors, assignment explanations, and a `Consumer`
 that runs handlers per partition in parallel with bounded buffers (docs/consumer.md)."""
 
-from consumer.assign import (
+from minibroker.consumer.assign import (
     PreviousAssignment,
     assign,
     range_assign,
     roundrobin_assign,
     sticky_assign,
 )
-from consumer.assignors import RangeAssignor, RoundRobinAssignor, StickyAssignor
-from consumer.engine import Consumer, HandlerError, RetryPolicy
-from consumer.explain import Explanation, Member, explain_assignment
-from consumer.metrics import ConsumerSnapshot, PartitionSnapshot
+from minibroker.consumer.assignors import RangeAssignor, RoundRobinAssignor, StickyAssignor
+from minibroker.consumer.engine import Consumer, HandlerError, RetryPolicy
+from minibroker.consumer.explain import Explanation, Member, explain_assignment
+from minibroker.consumer.metrics import ConsumerSnapshot, PartitionSnapshot
 
 __all__ = [
     "Consumer",

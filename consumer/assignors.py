@@ -26,7 +26,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from consumer.assign import (
+from minibroker.consumer.assign import (
     Assignment,
     Partition,
     PreviousAssignment,

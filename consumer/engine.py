@@ -33,8 +33,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import IllegalStateError, KafkaError
 
-from consumer.assignors import assignor_for
-from consumer.metrics import ConsumerSnapshot, PartitionSnapshot, Rate
+from minibroker.consumer.assignors import assignor_for
+from minibroker.consumer.metrics import ConsumerSnapshot, PartitionSnapshot, Rate
 
 log = logging.getLogger("consumer")
 

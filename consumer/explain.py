@@ -1,7 +1,7 @@
 """Explain an assignment before it happens: who gets what, and what will go wrong.
 
-    python -m consumer.explain --topic my-topic:6 --hosts A,B,C --per-host 6
-    python -m consumer.explain --topic t0:1 --topic t1:2 --topic t2:3 \\
+    python -m minibroker.consumer.explain --topic my-topic:6 --hosts A,B,C --per-host 6
+    python -m minibroker.consumer.explain --topic t0:1 --topic t1:2 --topic t2:3 \\
         --member C0=t0 --member C1=t0,t1 --member C2=t0,t1,t2 --strategy roundrobin
 
 Members are ``id``, ``id@host`` or ``id@host=topic,topic`` (no ``=`` subscribes to
@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from consumer.assign import (
+from minibroker.consumer.assign import (
     STRATEGIES,
     Assignment,
     Partition,
@@ -257,7 +257,7 @@ def _parse_members(values: Sequence[str]) -> tuple[list[Member], dict[str, list[
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m consumer.explain",
+        prog="python -m minibroker.consumer.explain",
         description="Show the partition assignment a group would get, with warnings.",
     )
     parser.add_argument(

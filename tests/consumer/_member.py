@@ -12,7 +12,7 @@ import asyncio
 import sys
 from typing import Any
 
-from consumer import Consumer
+from minibroker.consumer import Consumer
 
 
 async def main(bootstrap: str, group: str, topic: str, path: str) -> None:

@@ -13,7 +13,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.assign import (
+from minibroker.consumer.assign import (
     Assignment,
     PreviousAssignment,
     assign,

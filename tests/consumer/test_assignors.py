@@ -7,7 +7,7 @@ from typing import Any
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocol
 
-from consumer.assignors import (
+from minibroker.consumer.assignors import (
     RangeAssignor,
     RoundRobinAssignor,
     StickyAssignor,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from consumer import Consumer, HandlerError, RetryPolicy
+from minibroker.consumer import Consumer, HandlerError, RetryPolicy
 from minibroker import Broker
 from tests.consumer.conftest import produce, wait_until
 

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from consumer import Consumer
+from minibroker.consumer import Consumer
 from minibroker import Broker
 from tests.consumer.conftest import produce, wait_until
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from consumer.explain import Member, explain_assignment
+from minibroker.consumer.explain import Member, explain_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ def test_roundrobin_unequal_subscriptions_warns_about_starved_member() -> None:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumer.explain", *args],
+        [sys.executable, "-m", "minibroker.consumer.explain", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

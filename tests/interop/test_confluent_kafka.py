@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from fixtures.plugin import TopicFactory
+from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,

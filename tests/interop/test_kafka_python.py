@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec, OffsetTimestamp
 from kafka.consumer.fetcher import ConsumerRecord
 
-from fixtures.plugin import TopicFactory
+from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,

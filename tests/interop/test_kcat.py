@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from fixtures.plugin import TopicFactory
+from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import (
     CODEC_IDS,

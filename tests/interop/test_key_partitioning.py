@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
-from fixtures.plugin import TopicFactory
+from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
 from tests.interop.conftest import java_partition, murmur2, unique_client_id
 

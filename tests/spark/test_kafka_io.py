@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.spark.kafka_io import (
+from minibroker.testing.spark.kafka_io import (
     KafkaDataLoss,
     KafkaSourceError,
     OffsetReader,
@@ -19,7 +19,7 @@ from fixtures.spark.kafka_io import (
     read_range,
     split_ranges,
 )
-from fixtures.spark.options import (
+from minibroker.testing.spark.options import (
     KafkaOptionError,
     parse_sink_options,
     parse_source_options,

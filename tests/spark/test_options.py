@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.spark.options import (
+from minibroker.testing.spark.options import (
     KafkaOptionError,
     Subscription,
     parse_offsets,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.spark.session import explain, java_problem
+from minibroker.testing.spark.session import explain, java_problem
 
 
 def fake_java(tmp_path: Path, version_line: str) -> Path:
@@ -44,7 +44,7 @@ def test_explain_puts_the_source_error_first() -> None:
     noise = (
         "[STREAM_FAILED] Query [id = 1] terminated with exception: ...\n"
         'Traceback (most recent call last):\n  File "worker.py", line 3\n'
-        "fixtures.spark.kafka_io.KafkaSourceError: cannot reach Kafka at h:1 within 2s\n"
+        "minibroker.testing.spark.kafka_io.KafkaSourceError: cannot reach Kafka at h:1 within 2s\n"
         "\tat org.apache.spark.api.python.BasePythonRunner...\n"
     )
     assert explain(RuntimeError(noise)) == "KafkaSourceError: cannot reach Kafka at h:1 within 2s"

@@ -18,9 +18,9 @@ pytest.importorskip("pyarrow")
 
 from pyspark.sql import functions as F
 
-from fixtures.spark.options import supports_read_limits
-from fixtures.spark.session import StreamFailed
-from fixtures.spark.source import kafka_schema
+from minibroker.testing.spark.options import supports_read_limits
+from minibroker.testing.spark.session import StreamFailed
+from minibroker.testing.spark.source import kafka_schema
 
 
 def by_partition(records: list[Any]) -> dict[int, list[Any]]:
@@ -235,7 +235,7 @@ def test_bad_batch_options_carry_the_message_in_spark_errors(
 def test_arrow_batches_match_what_spark_expects() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from fixtures.spark.kafka_io import kafka_arrow_schema
+    from minibroker.testing.spark.kafka_io import kafka_arrow_schema
 
     for headers in (False, True):
         assert kafka_arrow_schema(headers).equals(
