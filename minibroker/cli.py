@@ -1,4 +1,8 @@
-"""`minibroker` / `python -m minibroker`: run a broker until interrupted."""
+"""`minibroker` / `python -m minibroker`: run a broker until interrupted.
+
+Every `BrokerConfig` setting is a flag, generated from the dataclass (with its help
+text), so the command line and the Python API never disagree.
+"""
 
 from __future__ import annotations
 
@@ -6,34 +10,26 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import signal
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from minibroker import __version__
 from minibroker.broker import Broker
 from minibroker.config import BrokerConfig
-from minibroker.state.topics import TopicError
+from minibroker.state.topics import TopicError, validate_topic_name
 
-# Settings with a flag of their own above; every other BrokerConfig field becomes
-# `--field-name VALUE`, generated from the dataclass so the two never disagree.
-_OWN_FLAGS = {"host", "port", "num_partitions", "auto_create_topics"}
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an int within [low, high], refused with a clear message."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not within {low}..{high}")
-        return value
-
-    return parse
+DEFAULT_PORT = 9092
+MAX_PARTITIONS = 100_000
+# Settings spelled differently on the command line (short forms kept from Kafka's tools).
+_SPELLING = {"num_partitions": "--partitions"}
+WIDE_OPEN_WARNING = (
+    "minibroker: listening on every interface: anyone who can reach this machine can "
+    "read, write and delete topics (there is no authentication)"
+)
 
 
 def _bool(text: str) -> bool:
@@ -45,82 +41,157 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """BrokerConfig fields given on the command line."""
-    prefix = "setting_"
-    return {
-        name[len(prefix) :]: value
-        for name, value in vars(args).items()
-        if name.startswith(prefix) and value is not None
-    }
+def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `low` (and at most `high`)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            within = f"{low}..{high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{value} is not within {within}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def _topic(spec: str) -> tuple[str, int | None]:
+    """NAME or NAME:PARTITIONS, checked before the broker starts."""
+    name, _, count = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        raise argparse.ArgumentTypeError(f"topic {spec!r}: {exc.message}") from None
+    if not count:
+        return name, None
+    try:
+        partitions = int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"topic {spec!r}: partitions {count!r} is not an integer"
+        ) from None
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise argparse.ArgumentTypeError(
+            f"topic {spec!r}: partitions must be within 1..{MAX_PARTITIONS}"
+        )
+    return name, partitions
+
+
+def _kind(field: dataclasses.Field[Any]) -> Any:
+    if field.name == "port":
+        return _int_from(0, 65535)
+    if str(field.type) == "int":
+        return _int_from(0 if field.name.endswith("_ms") else 1)
+    return {"float": _positive_float, "bool": _bool}.get(str(field.type), str)
+
+
+def _metavar(field: dataclasses.Field[Any]) -> str:
+    if field.name.endswith("_ms"):
+        return "MS"
+    if field.name.endswith("_bytes"):
+        return "BYTES"
+    if field.name.endswith("host"):
+        return "HOST"
+    return {"int": "N", "float": "N", "bool": "BOOL"}.get(str(field.type), "VALUE")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="minibroker", description="Run an in-memory Kafka-protocol broker."
-    )
-    parser.add_argument("command", nargs="?", default="serve", choices=["serve"])
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--port", type=_int_in(0, 65535), default=9092, help="port (0 picks a free one)"
+        prog="minibroker",
+        description="Run an in-memory Kafka-protocol broker until interrupted (Ctrl-C).",
+        epilog="Example: minibroker --port 9092 --topic orders:3 --no-auto-create",
     )
     parser.add_argument(
-        "--partitions",
-        type=_int_in(1, 100_000),
-        default=1,
-        help="partitions of auto-created topics (num.partitions)",
+        "command",
+        nargs="?",
+        default="serve",
+        choices=["serve"],
+        help="what to do: serve (the default) runs the broker",
     )
-    parser.add_argument(
-        "--no-auto-create", action="store_true", help="disable auto.create.topics.enable"
-    )
+    parser.add_argument("--version", action="version", version=f"minibroker {__version__}")
     parser.add_argument(
         "--topic",
         action="append",
         default=[],
+        type=_topic,
         metavar="NAME[:PARTITIONS]",
-        help="create a topic at start (repeatable)",
+        help="create a topic at start (repeatable; partitions default to --partitions)",
     )
-    for field in dataclasses.fields(BrokerConfig):
-        if field.name in _OWN_FLAGS:
-            continue
-        flag = "--" + field.name.replace("_", "-")
-        kind: Any = {"int": int, "float": float, "bool": _bool}.get(str(field.type), str)
-        parser.add_argument(
-            flag,
-            dest=f"setting_{field.name}",
-            type=kind,
-            default=None,
-            metavar=field.name.upper(),
-            help=f"BrokerConfig.{field.name} (default: {field.default})",
-        )
+    parser.add_argument(
+        "--no-auto-create",
+        dest="setting_auto_create_topics",
+        action="store_false",
+        default=None,
+        help="same as --auto-create-topics false",
+    )
     parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help="logging level (default: INFO)",
     )
+    settings = parser.add_argument_group("broker settings (BrokerConfig)")
+    for field in dataclasses.fields(BrokerConfig):
+        flag = _SPELLING.get(field.name, "--" + field.name.replace("_", "-"))
+        default = DEFAULT_PORT if field.name == "port" else field.default
+        settings.add_argument(
+            flag,
+            dest=f"setting_{field.name}",
+            type=_kind(field),
+            default=None,
+            metavar=_metavar(field),
+            help=field.metadata.get("help", "")
+            + ("" if default is None else f" (default: {default})"),
+        )
     return parser
 
 
-async def _serve(args: argparse.Namespace) -> int:
-    broker = Broker(
-        args.host,
-        args.port,
-        num_partitions=args.partitions,
-        auto_create_topics=not args.no_auto_create,
-        **_settings(args),
-    )
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """BrokerConfig fields given on the command line."""
+    prefix = "setting_"
+    chosen = {
+        name[len(prefix) :]: value
+        for name, value in vars(args).items()
+        if name.startswith(prefix) and value is not None
+    }
+    chosen.setdefault("port", DEFAULT_PORT)
+    return chosen
+
+
+def _listens_everywhere(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return host == ""
+
+
+async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    host = settings.pop("host", "127.0.0.1")
+    port = settings.pop("port")
+    broker = Broker(host, port, **settings)
     try:
         await broker.start()
     except (OSError, OverflowError) as exc:
-        print(f"minibroker: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"minibroker: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
-    for spec in args.topic:
-        name, _, count = spec.partition(":")
+    for name, partitions in args.topic:
         try:
-            broker.create_topic(name, int(count or args.partitions))
+            broker.create_topic(name, partitions or broker.config.num_partitions)
         except (TopicError, ValueError) as exc:
-            print(f"minibroker: cannot create topic {spec!r}: {exc}", file=sys.stderr)
+            print(f"minibroker: cannot create topic {name!r}: {exc}", file=sys.stderr)
             await broker.stop()
             return 2
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
@@ -135,11 +206,21 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    settings = _settings(args)
+    host = settings.get("host", "127.0.0.1")
+    if _listens_everywhere(host):
+        if not settings.get("advertised_host"):
+            parser.error(
+                f"--host {host} listens on every interface; say which address clients "
+                "should connect to with --advertised-host HOST"
+            )
+        print(WIDE_OPEN_WARNING, file=sys.stderr)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return asyncio.run(_serve(args))
+    return asyncio.run(_serve(args, settings))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,11 @@ T = TypeVar("T")
 Self = TypeVar("Self", bound="Cluster")
 
 
+def host_port(host: str, port: int) -> str:
+    """HOST:PORT as clients parse it: an IPv6 address goes in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class _LoopThread:
     """An event loop running in a daemon thread, for synchronous callers."""
 
@@ -162,7 +167,7 @@ class Cluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{node.advertised_host}:{node.port}" for node in self.nodes)
+        return ",".join(host_port(node.advertised_host, node.port) for node in self.nodes)
 
     @property
     def connection_count(self) -> int:

@@ -2,54 +2,88 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes
 
 
+def _setting(default: Any, help: str) -> Any:
+    """A field with the help text the command line shows for it."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    host: str = "127.0.0.1"
-    port: int = 0
-    advertised_host: str | None = None
-    cluster_id: str = "minibroker-cluster"
-    auto_create_topics: bool = True  # auto.create.topics.enable
-    num_partitions: int = 1  # num.partitions, for auto-created topics and -1 requests
-    message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES  # default max.message.bytes of topics
-    # socket.request.max.bytes: a request frame declaring more closes its connection.
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    # max.connections, per node: a connection beyond it is closed as soon as it is
-    # accepted, before any request is read; connections already open are unaffected.
-    max_connections: int = 1024
-    # queued.max.request.bytes, per node: bytes held in partially received frames and in
-    # received requests not yet answered. Past it the broker stops reading from every
-    # connection until answers drain (Kafka: unbounded by default).
-    queued_max_request_bytes: int = 256 * 1024 * 1024
-    # connections.max.idle.ms: a connection with no request in this time is closed.
-    connections_max_idle_ms: int = 600_000
-    # A frame whose bytes stop arriving midway is given up after this long and its
-    # connection closed, so half-sent requests cannot hold connection slots forever.
-    partial_request_timeout_ms: int = 30_000
-    # fetch.max.bytes: the most a single Fetch response carries, whatever it asks for.
-    fetch_max_bytes: int = 57_671_680
-    # The most partitions that may exist per broker node (internal topics included);
-    # CreateTopics / CreatePartitions / auto-creation beyond it get POLICY_VIOLATION.
-    max_partitions_per_broker: int = 100_000
-    # The most topics and partitions one request may create, so that no single request
-    # holds up every other client while it builds them.
-    max_partitions_per_request: int = 10_000
-    # Upper bound on what one compressed record batch may expand to when the broker
-    # decompresses it (ListOffsets by timestamp); a larger expansion is refused.
-    max_decompressed_batch_bytes: int = 64 * 1024 * 1024
-    offsets_topic_partitions: int = 50  # offsets.topic.num.partitions
-    # offsets.retention.minutes: an empty group and its committed offsets are removed
-    # after it has been empty this long (Kafka: 7 days).
-    offsets_retention_minutes: float = 10_080
-    group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
-    group_min_session_timeout_ms: int = 100  # group.min.session.timeout.ms (Kafka: 6000)
-    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    """Broker settings. Each is a keyword of `Broker(...)` / `Cluster(...)` and a flag of
+    the command line (`--max-connections 100`)."""
+
+    host: str = _setting("127.0.0.1", "address to listen on")
+    port: int = _setting(0, "port of the first node (0 picks a free one)")
+    advertised_host: str | None = _setting(
+        None, "host name clients are told to connect to (default: the listening address)"
+    )
+    cluster_id: str = _setting("minibroker-cluster", "cluster id reported to clients")
+    auto_create_topics: bool = _setting(
+        True, "create unknown topics on Metadata requests (auto.create.topics.enable)"
+    )
+    num_partitions: int = _setting(
+        1, "partitions of auto-created topics and of requests asking for -1 (num.partitions)"
+    )
+    message_max_bytes: int = _setting(
+        DEFAULT_MESSAGE_MAX_BYTES, "default max.message.bytes of new topics (message.max.bytes)"
+    )
+    max_frame_bytes: int = _setting(
+        DEFAULT_MAX_FRAME_BYTES,
+        "a request frame declaring more bytes closes its connection (socket.request.max.bytes)",
+    )
+    max_connections: int = _setting(
+        1024, "connections per node; further ones are closed when accepted (max.connections)"
+    )
+    queued_max_request_bytes: int = _setting(
+        256 * 1024 * 1024,
+        "bytes a node holds in partial frames and unanswered requests; above it, "
+        "connections in mid-frame stop reading until memory frees (queued.max.request.bytes)",
+    )
+    connections_max_idle_ms: int = _setting(
+        600_000,
+        "a connection with no request and no bytes for this long is closed "
+        "(connections.max.idle.ms)",
+    )
+    partial_request_timeout_ms: int = _setting(
+        30_000, "a frame still incomplete this long after its first byte closes its connection"
+    )
+    fetch_max_bytes: int = _setting(
+        57_671_680, "the most one Fetch response carries, whatever it asks for (fetch.max.bytes)"
+    )
+    max_partitions_per_broker: int = _setting(
+        100_000, "partitions the cluster may hold per node; more gets POLICY_VIOLATION"
+    )
+    max_partitions_per_request: int = _setting(
+        10_000, "partitions one request may create; the rest get POLICY_VIOLATION"
+    )
+    max_decompressed_batch_bytes: int = _setting(
+        64 * 1024 * 1024,
+        "what one compressed batch may expand to when the broker reads inside it",
+    )
+    offsets_topic_partitions: int = _setting(
+        50, "partitions of __consumer_offsets (offsets.topic.num.partitions)"
+    )
+    offsets_retention_minutes: float = _setting(
+        10_080,
+        "an empty group and its offsets are removed after this long (offsets.retention.minutes)",
+    )
+    group_initial_rebalance_delay_ms: int = _setting(
+        0, "wait for more members before the first rebalance (Kafka: 3000)"
+    )
+    group_min_session_timeout_ms: int = _setting(
+        100, "smallest session timeout a member may ask for (Kafka: 6000)"
+    )
+    group_max_session_timeout_ms: int = _setting(
+        1_800_000, "largest session timeout a member may ask for"
+    )
 
     def broker_configs(self) -> dict[str, str]:
         """What DescribeConfigs reports for the broker: the values in force."""

@@ -10,15 +10,17 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import aiokafka
 import aiokafka.errors
 import confluent_kafka
 import pytest
 
+import minibroker
 from minibroker import Broker, BrokerConfig, TopicError
 from minibroker.state.topics import INVALID_CONFIG, TOPIC_ALREADY_EXISTS
-from tests.rawclient import RawClient, encode, make_request, parse_host_port
+from tests.rawclient import RawClient, encode, make, make_request, parse_host_port
 
 METADATA, API_VERSIONS = 3, 18
 
@@ -234,3 +236,98 @@ def test_cli_bad_input_exits_with_a_clear_message(args: list[str], complaint: st
     assert complaint in result.stderr
     assert "Traceback" not in result.stderr
     assert "bootstrap.servers=" not in result.stdout
+
+
+def test_cli_version() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "minibroker", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"minibroker {minibroker.__version__}"
+
+
+def test_every_broker_setting_is_a_flag_with_help() -> None:
+    import dataclasses
+
+    from minibroker.cli import _parser, _settings
+    from minibroker.config import BrokerConfig
+
+    help_text = _parser().format_help()
+    for field in dataclasses.fields(BrokerConfig):
+        flag = (
+            "--partitions"
+            if field.name == "num_partitions"
+            else "--" + field.name.replace("_", "-")
+        )
+        assert flag in help_text, flag
+        assert field.metadata.get("help"), f"{field.name} has no help text"
+    args = _parser().parse_args(
+        ["--group-min-session-timeout-ms", "6000", "--offsets-retention-minutes", "0.5"]
+    )
+    assert _settings(args)["group_min_session_timeout_ms"] == 6000
+    assert _settings(args)["offsets_retention_minutes"] == 0.5
+
+
+def test_cli_settings_reach_the_broker() -> None:
+    process, bootstrap = _start_cli("--auto-create-topics", "false", "--max-connections", "7")
+    try:
+        with RawClient(bootstrap) as client:
+            body = client.call(
+                METADATA,
+                4,
+                topics=(_metadata_topic("typo"),),
+                allow_auto_topic_creation=True,
+            )
+        assert [t.error_code.value for t in body.topics] == [3]  # not auto-created
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+def _metadata_topic(name: str) -> Any:
+    return make(METADATA, 4, "MetadataRequestTopic", name=name)
+
+
+def test_cli_on_every_interface_needs_an_advertised_host_and_warns() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "minibroker", "--port", "0", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 2
+    assert "--advertised-host" in refused.stderr
+    process, bootstrap = _start_cli("--host", "0.0.0.0", "--advertised-host", "127.0.0.1")
+    try:
+        assert bootstrap.startswith("127.0.0.1:")
+        with RawClient(bootstrap) as client:
+            body = _metadata(client)
+        assert [b.host for b in body.brokers] == ["127.0.0.1"]  # type: ignore[attr-defined]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert "no authentication" in stderr
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_cli_on_ipv6_prints_an_address_clients_accept() -> None:
+    from confluent_kafka.admin import AdminClient
+
+    process, bootstrap = _start_cli("--host", "::1", "--topic", "v6:2")
+    try:
+        assert bootstrap.startswith("[::1]:")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topics = admin.list_topics(timeout=10).topics
+        assert len(topics["v6"].partitions) == 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
