@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
@@ -104,3 +106,41 @@ class BrokerConfig:
             "default.replication.factor": "1",
             "log.message.timestamp.type": "CreateTime",
         }
+
+
+def settings_from_text(pairs: Mapping[str, str]) -> dict[str, Any]:
+    """Settings given as text (ini files): each value parsed as its field's type.
+
+    Raises ValueError naming the setting, and the nearest real name for a typo.
+    """
+    return check_settings({name: _parse(name, text) for name, text in pairs.items()})
+
+
+def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` if every name is a BrokerConfig field; else ValueError saying which is not."""
+    known = {f.name for f in fields(BrokerConfig)}
+    for name in settings:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ValueError(f"{name!r} is not a broker setting{hint}")
+    return dict(settings)
+
+
+def _parse(name: str, text: str) -> Any:
+    check_settings({name: None})
+    kind = str(next(f.type for f in fields(BrokerConfig) if f.name == name))
+    value = text.strip()
+    try:
+        if kind == "bool":
+            lowered = value.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ValueError("expected true or false")
+            return lowered in ("true", "1", "yes", "on")
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}={text!r}: {exc}") from None
+    return None if kind.endswith("| None") and value == "" else value
