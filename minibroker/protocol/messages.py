@@ -5,6 +5,10 @@ Header rules (Kafka's RequestHeader.json / ResponseHeader.json):
 - a response at a flexible version carries header v1, otherwise v0;
 - ApiVersions responses always carry header v0, so that a client that does not yet know
   the broker's versions can read the correlation id.
+
+kio's native reader is only ever handed a request frame that `bounds` has walked and
+accepted (every declared length fits in the frame): given a huge array count it would
+reserve that much memory first and abort the process.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -32,13 +36,14 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
+from minibroker.protocol import bounds
+from minibroker.protocol.bounds import InvalidRequest as InvalidRequest
+
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
-
-
-class InvalidRequest(Exception):
-    """A frame that cannot be decoded as a request; the connection gets closed."""
+_CLIENT_ID_SIZE = struct.Struct(">h")
+_CLIENT_ID_AT = _PREFIX.size  # client_id follows the prefix in header v1 and v2
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,28 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None
+
+
+# Setting a frozen dataclass's fields through its slots' descriptors, as __init__ would
+# but without a call to object.__setattr__ per field: a third of the cost, and decoding
+# the header is on every request's path.
+_HEADER_FIELDS = ("api_key", "api_version", "correlation_id", "client_id")
+if tuple(field.name for field in fields(RequestHeader)) != _HEADER_FIELDS:
+    raise TypeError("update _new_header for RequestHeader's fields")
+_set_api_key, _set_api_version, _set_correlation_id, _set_client_id = (
+    vars(RequestHeader)[name].__set__ for name in _HEADER_FIELDS
+)
+
+
+def _new_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None
+) -> RequestHeader:
+    header = object.__new__(RequestHeader)
+    _set_api_key(header, api_key)
+    _set_api_version(header, api_version)
+    _set_correlation_id(header, correlation_id)
+    _set_client_id(header, client_id)
+    return header
 
 
 def api_name(api_key: int) -> str:
@@ -98,33 +125,62 @@ def peek_header_prefix(frame: bytes | memoryview) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
+def _checked_header(
+    frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
+) -> RequestHeader:
+    """The header of a frame the bounds pass accepted (so client_id's length fits).
+
+    Read here rather than by kio's header reader: the bounds pass has already walked it,
+    and v2's tagged fields (none are defined) are skipped, as Kafka does.
+    """
+    (size,) = _CLIENT_ID_SIZE.unpack_from(frame, _CLIENT_ID_AT)
+    if size < 0:
+        return _new_header(api_key, version, correlation_id, None)
+    start = _CLIENT_ID_AT + _CLIENT_ID_SIZE.size
+    try:
+        client_id = str(frame[start : start + size], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"malformed request header: client id: {exc}") from exc
+    return _new_header(api_key, version, correlation_id, client_id)
+
+
 def decode_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     """Decode the header; return it and the offset where the body starts."""
-    header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
-    try:
-        header, size = _reader(header_cls)(frame, 0)
-    except Exception as exc:
-        raise InvalidRequest(f"malformed request header: {exc}") from exc
-    return (
-        RequestHeader(
-            api_key=header.request_api_key,
-            api_version=header.request_api_version,
-            correlation_id=header.correlation_id,
-            client_id=header.client_id,
-        ),
-        size,
-    )
+    offset = bounds.check_header(frame, flexible)
+    api_key, version, correlation_id = _PREFIX.unpack_from(frame, 0)
+    return _checked_header(frame, api_key, version, correlation_id), offset
+
+
+_Reader = Callable[[bytes | memoryview, int], tuple[Any, int]]
+# (api key, version) -> the bounds pass and kio's reader for it; served versions only.
+_decoders: dict[tuple[int, int], tuple[bounds.Checker, _Reader]] = {}
+
+
+def _decoder(api_key: int, version: int) -> tuple[bounds.Checker, _Reader]:
+    """Look up (and remember) how to decode a request version; LookupError if unknown."""
+    cls = request_class(api_key, version)
+    if cls is None:
+        raise LookupError(f"{api_name(api_key)} v{version} is not known")
+    decoder = _decoders[api_key, version] = (bounds.request_checker(cls), _reader(cls))
+    return decoder
 
 
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode a whole request frame. Raises InvalidRequest or LookupError (unknown version)."""
-    api_key, version, _ = peek_header_prefix(frame)
-    cls = request_class(api_key, version)
-    if cls is None:
-        raise LookupError(f"{api_name(api_key)} v{version} is not known")
-    header, offset = decode_request_header(frame, cls.__flexible__)
+    try:  # peek_header_prefix, inline: this is every request's path
+        api_key, version, correlation_id = _PREFIX.unpack_from(frame, 0)
+    except struct.error:
+        raise InvalidRequest("frame shorter than a request header") from None
     try:
-        body, _ = _reader(cls)(frame, offset)
+        check, read = _decoders[api_key, version]
+    except KeyError:
+        check, read = _decoder(api_key, version)
+    # Header and body, before kio sees a byte: it would reserve memory for whatever
+    # array count the frame declares.
+    offset = check(frame)
+    header = _checked_header(frame, api_key, version, correlation_id)
+    try:
+        body, _ = read(frame, offset)
     except Exception as exc:
         raise InvalidRequest(f"malformed {api_name(api_key)} v{version} body: {exc}") from exc
     # Bytes after the body are ignored, as Kafka does: librdkafka's all-topics Metadata
@@ -151,8 +207,56 @@ def _response_header_class(api_key: int, flexible: bool) -> type[Any]:
     return ResponseHeaderV0
 
 
+@dataclass(frozen=True, slots=True)
+class SplicedResponse:
+    """A response whose one top-level array is given as items already encoded (so a
+    handler can cache them), spliced in where `response` has that array empty.
+
+    `suffix_size` is the number of body bytes that follow the array, a fact of the
+    API version's schema the handler states (and its tests check against kio).
+    """
+
+    response: Any
+    items: list[bytes]
+    suffix_size: int
+
+
+def encode_entity(entity: Any) -> bytes:
+    """One (nested) entity as it appears inside a message."""
+    out = io.BytesIO()
+    _writer(type(entity))(out, entity)
+    return out.getvalue()
+
+
+def _array_length(count: int, flexible: bool) -> bytes:
+    if not flexible:
+        return _SIZE.pack(count)
+    value, out = count + 1, bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
+    frame = encode_response(correlation_id, spliced.response)
+    flexible = spliced.response.__flexible__
+    empty = _array_length(0, flexible)
+    end = len(frame) - spliced.suffix_size
+    start = end - len(empty)
+    if frame[start:end] != empty:
+        raise ValueError("the spliced array is not where the schema puts it")
+    body = b"".join(
+        [frame[4:start], _array_length(len(spliced.items), flexible), *spliced.items, frame[end:]]
+    )
+    return _SIZE.pack(len(body)) + body
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """Serialise a response body with the header its API and version call for."""
+    if type(response) is SplicedResponse:
+        return _encode_spliced(correlation_id, response)
     out = io.BytesIO()
     out.write(b"\x00\x00\x00\x00")  # frame size, patched below
     header_cls = _response_header_class(response.__api_key__, response.__flexible__)
