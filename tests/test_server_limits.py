@@ -4,6 +4,7 @@ broker's limits, and honest clients keep being served."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import socket
 import struct
@@ -345,3 +346,54 @@ def test_metadata_answers_are_the_bytes_kio_would_write(
             assert got == correlation_id
             assert sorted(t.name for t in body.topics) == ["enc-0", "enc-1", "enc-2"]
             assert messages.encode_response(correlation_id, body)[4:] == frame
+
+
+@pytest.mark.parametrize("version", range(2, 8))
+def test_create_topics_answers_are_the_bytes_kio_would_write(
+    broker_with: Callable[..., Broker], version: int
+) -> None:
+    broker = broker_with(max_partitions_per_request=5)
+    broker.create_topic("exists")
+    specs = {"fine": 2, "exists": 1, "bad name!": 1, "refused": 4, "also-refused": 9}
+    with RawClient(broker.bootstrap_servers) as client:
+        correlation_id = client.send(CREATE_TOPICS, version, _create_topics(specs, version))
+        frame = client.recv_frame()
+    assert frame is not None
+    got, body = messages.decode_response(frame, CREATE_TOPICS, version)
+    assert got == correlation_id
+    codes = {t.name: t.error_code for t in body.topics}
+    assert codes == {
+        "fine": ErrorCode.none,
+        "exists": ErrorCode.topic_already_exists,
+        "bad name!": ErrorCode.invalid_topic_exception,
+        "refused": ErrorCode.policy_violation,
+        "also-refused": ErrorCode.policy_violation,
+    }
+    assert messages.encode_response(correlation_id, body)[4:] == frame
+
+
+def test_string_variants_match_kio_for_any_name() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    for version in range(2, 8):
+        module = messages.response_module(CREATE_TOPICS, version)
+        template = messages.build(
+            module.CreatableTopicResult,
+            name="",
+            topic_id=None,
+            error_code=ErrorCode.policy_violation,
+            error_message="refused",
+            topic_config_error_code=0,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=None,
+        )
+        variants = messages.StringVariants(template, "name")
+
+        @given(st.text(max_size=300))
+        def same_bytes(name: str) -> None:
+            entity = dataclasses.replace(template, name=name)  # noqa: B023
+            assert variants.encode(name) == messages.encode_entity(entity)  # noqa: B023
+
+        same_bytes()

@@ -16,51 +16,96 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.protocol.messages import SplicedResponse, StringVariants, encode_entity
 from minibroker.state.topics import TopicError
+
+_REFUSALS: dict[tuple[int, str], StringVariants] = {}
+FLEXIBLE_VERSION = 5
+
+
+def _result(
+    ctx: RequestContext,
+    name: str,
+    code: ErrorCode,
+    message: str | None,
+    *,
+    topic_id: Any = None,
+    partitions: int = -1,
+    replication: int = -1,
+) -> bytes:
+    return encode_entity(
+        ctx.make(
+            "CreatableTopicResult",
+            name=name,
+            topic_id=topic_id,
+            error_code=code,
+            error_message=message,
+            topic_config_error_code=0,
+            num_partitions=partitions,
+            replication_factor=replication,
+            configs=None,
+        )
+    )
+
+
+def _refusal(ctx: RequestContext, name: str, message: str) -> bytes:
+    """A refused topic's result, from a template: a request may name 100,000 topics."""
+    variants = _REFUSALS.get((ctx.version, message))
+    if variants is None:
+        template = ctx.make(
+            "CreatableTopicResult",
+            name="",
+            topic_id=None,
+            error_code=ErrorCode.policy_violation,
+            error_message=message,
+            topic_config_error_code=0,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=None,
+        )
+        variants = _REFUSALS[(ctx.version, message)] = StringVariants(template, "name")
+    return variants.encode(name)
 
 
 @api(19, "CreateTopics", 2, 7)
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
-    results = []
+    results: list[bytes] = []
     allowance = CreationAllowance(cluster.config.max_partitions_per_request)
     for wanted in request.topics:
-        code, message = ErrorCode.none, None
         partitions = (
             wanted.num_partitions if wanted.num_partitions != -1 else cluster.config.num_partitions
         )
         replication = wanted.replication_factor if wanted.replication_factor != -1 else 1
-        topic_id = None
         if wanted.assignments:
-            code, message = (
-                ErrorCode.invalid_request,
-                "manual replica assignments are not supported",
+            message = "manual replica assignments are not supported"
+            results.append(_result(ctx, wanted.name, ErrorCode.invalid_request, message))
+            continue
+        if not allowance.take(partitions):
+            results.append(_refusal(ctx, wanted.name, allowance.refusal()))
+            continue
+        try:
+            topic = cluster.topics.create(
+                wanted.name,
+                partitions,
+                replication_factor=replication,
+                configs={c.name: c.value for c in wanted.configs},
+                validate_only=request.validate_only,
             )
-        elif not allowance.take(partitions):
-            code, message = ErrorCode.policy_violation, allowance.refusal()
-        else:
-            try:
-                topic = cluster.topics.create(
-                    wanted.name,
-                    partitions,
-                    replication_factor=replication,
-                    configs={c.name: c.value for c in wanted.configs},
-                    validate_only=request.validate_only,
-                )
-                topic_id = topic.topic_id if topic else None
-            except TopicError as exc:
-                code, message = error(exc.error_code), exc.message
+        except TopicError as exc:
+            results.append(_result(ctx, wanted.name, error(exc.error_code), exc.message))
+            continue
         results.append(
-            ctx.make(
-                "CreatableTopicResult",
-                name=wanted.name,
-                topic_id=topic_id,
-                error_code=code,
-                error_message=message,
-                topic_config_error_code=0,
-                num_partitions=partitions if code == ErrorCode.none else -1,
-                replication_factor=replication if code == ErrorCode.none else -1,
-                configs=None,
+            _result(
+                ctx,
+                wanted.name,
+                ErrorCode.none,
+                None,
+                topic_id=topic.topic_id if topic else None,
+                partitions=partitions,
+                replication=replication,
             )
         )
-    return ctx.response(throttle_time=NO_THROTTLE, topics=tuple(results))
+    response = ctx.response(throttle_time=NO_THROTTLE, topics=())
+    # After the topics array: only the tag section of flexible versions.
+    return SplicedResponse(response, results, int(ctx.version >= FLEXIBLE_VERSION))

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.protocol.messages import SplicedResponse, encode_entity
+from minibroker.protocol.messages import SplicedResponse, StringVariants, encode_entity
 from minibroker.state.topics import POLICY_VIOLATION, Topic, TopicError
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -66,8 +66,23 @@ def _suffix_size(version: int) -> int:
     return (4 if 8 <= version <= 10 else 0) + (2 if version >= 13 else 0) + (version >= 9)
 
 
+_ERROR_ENTRIES: dict[tuple[int, int], StringVariants] = {}
+
+
 def _error_entry(ctx: RequestContext, name: str | None, code: int, topic_id: Any = None) -> bytes:
-    entry = ctx.make(
+    """An entry for a topic that cannot be described; for a name, built from a template
+    (a request may name 100,000 unknown topics)."""
+    if name is not None and topic_id is None:
+        variants = _ERROR_ENTRIES.get((ctx.version, code))
+        if variants is None:
+            template = _error_entity(ctx, "", code, None)
+            variants = _ERROR_ENTRIES[(ctx.version, code)] = StringVariants(template, "name")
+        return variants.encode(name)
+    return encode_entity(_error_entity(ctx, name, code, topic_id))
+
+
+def _error_entity(ctx: RequestContext, name: str | None, code: int, topic_id: Any) -> Any:
+    return ctx.make(
         "MetadataResponseTopic",
         error_code=error(code),
         name=name,
@@ -76,7 +91,6 @@ def _error_entry(ctx: RequestContext, name: str | None, code: int, topic_id: Any
         partitions=(),
         topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
-    return encode_entity(entry)
 
 
 @api(3, "Metadata", 0, 13)

@@ -13,6 +13,7 @@ reserve that much memory first and abort the process.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from collections.abc import Callable
@@ -226,6 +227,42 @@ def encode_entity(entity: Any) -> bytes:
     out = io.BytesIO()
     _writer(type(entity))(out, entity)
     return out.getvalue()
+
+
+class StringVariants:
+    """Encodings of one entity that differ only in one (non-null) string field.
+
+    kio encodes the entity once with the field empty and once with it set to "x"; each
+    variant is then the bytes before the field, the string's own encoding and the bytes
+    after it. A response listing many entries that differ only by name (topics refused
+    or unknown) is encoded in a fraction of the time kio takes per entry.
+    """
+
+    def __init__(self, entity: Any, field_name: str) -> None:
+        self._compact = bool(type(entity).__flexible__)
+        empty = encode_entity(dataclasses.replace(entity, **{field_name: ""}))
+        probe = encode_entity(dataclasses.replace(entity, **{field_name: "x"}))
+        empty_field, probe_field = self._string(""), self._string("x")
+        for start in range(len(empty) - len(empty_field) + 1):
+            end = start + len(empty_field)
+            if (
+                empty[start:end] == empty_field
+                and probe[:start] == empty[:start]
+                and probe[start : start + len(probe_field)] == probe_field
+                and probe[start + len(probe_field) :] == empty[end:]
+            ):
+                self._before, self._after = empty[:start], empty[end:]
+                return
+        raise ValueError(f"{field_name} is not a string field of {type(entity).__name__}")
+
+    def _string(self, text: str) -> bytes:
+        data = text.encode()
+        if self._compact:
+            return _array_length(len(data), True) + data
+        return struct.pack(">h", len(data)) + data
+
+    def encode(self, text: str) -> bytes:
+        return b"".join((self._before, self._string(text), self._after))
 
 
 def _array_length(count: int, flexible: bool) -> bytes:
