@@ -64,7 +64,7 @@ class BrokerConfig:
         100_000, "partitions the cluster may hold per node; more gets POLICY_VIOLATION"
     )
     max_partitions_per_request: int = _setting(
-        10_000, "partitions one request may create; the rest get POLICY_VIOLATION"
+        1_000, "partitions one request may create; the rest get POLICY_VIOLATION"
     )
     max_decompressed_batch_bytes: int = _setting(
         64 * 1024 * 1024,

@@ -21,7 +21,11 @@ _READY = re.compile(r"bootstrap\.servers=(\S+)")
 
 
 class ChildBroker:
-    """`python -m minibroker` on a free loopback port, with BrokerConfig settings as flags."""
+    """`python -m minibroker` on a free loopback port, with BrokerConfig settings as flags.
+
+    Its stdout and stderr are pipes: a test that makes the child log much must read them
+    (as tests/hardening does), or a full pipe blocks the child's event loop.
+    """
 
     def __init__(self, **settings: Any) -> None:
         args = [sys.executable, "-m", "minibroker", "--port", "0", "--log-level", "WARNING"]
