@@ -115,7 +115,11 @@ def confluent_only(bootstrap: str, topic: str, count: int) -> float:
 def reader_only(bootstrap: str, topic: str, count: int) -> float:
     """The source's partition reader (fetch + Arrow batches) outside Spark, one
     partition after another as a single Spark task would."""
-    from minibroker.testing.spark.kafka_io import TopicPartitionRange, kafka_arrow_schema, read_range
+    from minibroker.testing.spark.kafka_io import (
+        TopicPartitionRange,
+        kafka_arrow_schema,
+        read_range,
+    )
     from minibroker.testing.spark.options import parse_source_options
 
     options = parse_source_options(

@@ -397,3 +397,73 @@ def test_string_variants_match_kio_for_any_name() -> None:
             assert variants.encode(name) == messages.encode_entity(entity)  # noqa: B023
 
         same_bytes()
+
+
+# --- client-given names longer than a legacy string can carry back ---
+
+LONG = "n" * 32_767  # the longest legacy (int16-length) string
+
+
+def test_long_names_are_answered_with_errors_not_dropped_connections(
+    broker_with: Callable[..., Broker],
+) -> None:
+    broker = broker_with()
+    with RawClient(broker.bootstrap_servers) as client:
+        created = client.request(CREATE_TOPICS, 3, _create_topics({LONG: 1}, version=3))
+        assert created.topics[0].error_code == ErrorCode.invalid_topic_exception
+        produced = client.request(PRODUCE, 8, _produce(LONG, 0, b"x", version=8))
+        assert produced.responses[0].partition_responses[0].error_code == (
+            ErrorCode.unknown_topic_or_partition
+        )
+        resource = make(
+            32,
+            1,
+            "DescribeConfigsResource",
+            resource_type=2,
+            resource_name=LONG,
+            configuration_keys=None,
+        )
+        described = client.call(32, 1, resources=(resource,), include_synonyms=False)
+        assert described.results[0].error_code == ErrorCode.unknown_topic_or_partition
+        grown = client.call(
+            CREATE_PARTITIONS,
+            1,
+            topics=(
+                make(
+                    CREATE_PARTITIONS,
+                    1,
+                    "CreatePartitionsTopic",
+                    name=LONG,
+                    count=2,
+                    assignments=None,
+                ),
+            ),
+            timeout=datetime.timedelta(seconds=5),
+            validate_only=False,
+        )
+        assert grown.results[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+@pytest.mark.parametrize(("version", "instance_id", "client_id"), [(5, LONG, "c"), (0, None, LONG)])
+def test_a_long_member_id_prefix_is_cut_so_the_group_stays_describable(
+    broker_with: Callable[..., Broker], version: int, instance_id: str | None, client_id: str
+) -> None:
+    broker = broker_with()
+    protocol = make(11, version, "JoinGroupRequestProtocol", name="range", metadata=b"")
+    join = make_request(
+        11,
+        version,
+        group_id="g",
+        session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        member_id="",
+        group_instance_id=instance_id,
+        protocol_type="consumer",
+        protocols=(protocol,),
+    )
+    with RawClient(broker.bootstrap_servers, client_id=client_id) as client:
+        joined = client.request(11, version, join)
+        assert joined.error_code == ErrorCode.none
+        assert len(joined.member_id) < 1100
+        described = client.call(15, 3, groups=("g",), include_authorized_operations=False)
+        assert described.groups[0].error_code == ErrorCode.none

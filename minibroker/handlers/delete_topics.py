@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import TopicError
+from minibroker.state.topics import TopicError, quoted
 
 
 @api(20, "DeleteTopics", 1, 6)
@@ -34,7 +34,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if code == ErrorCode.none and name is not None:
             existing = topics.get(name)
             if existing is not None and existing.internal:
-                code, message = ErrorCode.invalid_request, f"{name} is an internal topic"
+                code, message = ErrorCode.invalid_request, f"{quoted(name)} is an internal topic"
             else:
                 try:
                     deleted = topics.delete(name)

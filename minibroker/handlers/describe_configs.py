@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
+from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS, quoted
 
 TOPIC = 2
 BROKER = 4
@@ -90,7 +90,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         ctx,
                         resource,
                         ErrorCode.unknown_topic_or_partition,
-                        f"topic {resource.resource_name!r} does not exist",
+                        f"topic {quoted(resource.resource_name)} does not exist",
                     )
                 )
                 continue
@@ -116,7 +116,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         ctx,
                         resource,
                         ErrorCode.invalid_request,
-                        f"this is broker {ctx.node_id}, not {resource.resource_name}",
+                        f"this is broker {ctx.node_id}, not {quoted(resource.resource_name)}",
                     )
                 )
                 continue

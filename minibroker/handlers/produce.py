@@ -18,7 +18,7 @@ from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol import records
 from minibroker.state.producers import SequenceError
-from minibroker.state.topics import Topic
+from minibroker.state.topics import Topic, quoted
 
 VALID_ACKS = (0, 1, -1)
 
@@ -152,7 +152,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         ctx,
                         index,
                         ErrorCode.unknown_topic_or_partition,
-                        message=f"topic {topic_data.name!r} does not exist",
+                        message=f"topic {quoted(topic_data.name)} does not exist",
                     )
                 )
                 continue

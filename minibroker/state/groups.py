@@ -43,6 +43,7 @@ log = logging.getLogger("minibroker.groups")
 T = TypeVar("T")
 UNKNOWN_MEMBER = ""
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
+MEMBER_ID_PREFIX_CHARS = 1000
 MIN_STALE_SWEEP = 1024  # stale heap entries tolerated before a sweep is considered
 
 
@@ -292,7 +293,8 @@ class GroupCoordinator:
             )
 
         if member_id == UNKNOWN_MEMBER:
-            prefix = group_instance_id or client_id
+            # Kafka's form, with the prefix cut short: the id must fit a legacy string.
+            prefix = (group_instance_id or client_id)[:MEMBER_ID_PREFIX_CHARS]
             new_id = f"{prefix}-{uuid.uuid4()}"
             if group_instance_id is not None:
                 old_id = group.static_members.get(group_instance_id)

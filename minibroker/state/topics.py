@@ -43,6 +43,17 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 POLICY_VIOLATION = 44
 
 
+SHOWN_NAME_CHARS = 100
+
+
+def quoted(text: str) -> str:
+    """A client-given name as an error message quotes it: cut short, because a legacy
+    (non-flexible) response string holds at most 32,767 bytes."""
+    if len(text) > SHOWN_NAME_CHARS:
+        text = text[:SHOWN_NAME_CHARS] + "..."
+    return repr(text)
+
+
 class TopicError(Exception):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
@@ -87,7 +98,7 @@ def validate_topic_name(name: str) -> None:
     if name in (".", "..") or not LEGAL_TOPIC_NAME.fullmatch(name):
         raise TopicError(
             INVALID_TOPIC_EXCEPTION,
-            f"topic name {name!r} is illegal: use 1-249 of [a-zA-Z0-9._-], not '.' or '..'",
+            f"topic name {quoted(name)} is illegal: use 1-249 of [a-zA-Z0-9._-], not '.' or '..'",
         )
 
 
@@ -95,16 +106,18 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     checked: dict[str, str] = {}
     for name, value in configs.items():
         if name not in TOPIC_CONFIG_DEFAULTS:
-            raise TopicError(INVALID_CONFIG, f"unknown topic config {name!r}")
+            raise TopicError(INVALID_CONFIG, f"unknown topic config {quoted(name)}")
         if value is None:
             continue
         # isascii: str.isdigit() also accepts characters such as "²" that int() refuses.
         if name == "max.message.bytes" and (
             not (value.isascii() and value.isdigit()) or int(value) <= 0
         ):
-            raise TopicError(INVALID_CONFIG, f"max.message.bytes must be a positive int: {value}")
+            raise TopicError(
+                INVALID_CONFIG, f"max.message.bytes must be a positive int: {quoted(value)}"
+            )
         if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-            raise TopicError(INVALID_CONFIG, f"message.timestamp.type {value!r} is not valid")
+            raise TopicError(INVALID_CONFIG, f"message.timestamp.type {quoted(value)} is not valid")
         checked[name] = value
     return checked
 
@@ -156,7 +169,7 @@ class TopicRegistry:
     ) -> Topic | None:
         validate_topic_name(name)
         if name in self._topics:
-            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {quoted(name)} already exists")
         if partitions <= 0:
             raise TopicError(INVALID_PARTITIONS, f"partition count must be positive: {partitions}")
         if partitions > 100_000:
@@ -190,7 +203,7 @@ class TopicRegistry:
     def delete(self, name: str) -> Topic:
         topic = self._topics.pop(name, None)
         if topic is None:
-            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {quoted(name)} does not exist")
         del self._by_id[topic.topic_id]
         self.partition_count -= len(topic.partitions)
         self._changed()
@@ -199,12 +212,13 @@ class TopicRegistry:
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
         topic = self._topics.get(name)
         if topic is None:
-            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {quoted(name)} does not exist")
         current = len(topic.partitions)
         if count <= current:
             raise TopicError(
                 INVALID_PARTITIONS,
-                f"topic {name!r} has {current} partitions; the new count {count} must be larger",
+                f"topic {quoted(name)} has {current} partitions; "
+                f"the new count {count} must be larger",
             )
         if count > 100_000:
             raise TopicError(INVALID_PARTITIONS, f"{count} partitions is over the 100000 limit")

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from minibroker.consumer import Consumer, HandlerError, RetryPolicy
 from minibroker import Broker
+from minibroker.consumer import Consumer, HandlerError, RetryPolicy
 from tests.consumer.conftest import produce, wait_until
 
 FAST_RETRY = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.02)

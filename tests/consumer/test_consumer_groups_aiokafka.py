@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from minibroker.consumer import Consumer
 from minibroker import Broker
+from minibroker.consumer import Consumer
 from tests.consumer.conftest import produce, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import ConsumerRecord
 
-from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
+from minibroker.testing.plugin import TopicFactory
 from tests.interop.conftest import (
     CODEC_IDS,
     CODECS,

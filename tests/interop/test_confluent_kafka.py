@@ -32,8 +32,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
+from minibroker.testing.plugin import TopicFactory
 from tests.interop.conftest import (
     CODEC_IDS,
     CODECS,

@@ -14,8 +14,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec, OffsetTimestamp
 from kafka.consumer.fetcher import ConsumerRecord
 
-from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
+from minibroker.testing.plugin import TopicFactory
 from tests.interop.conftest import (
     CODEC_IDS,
     CODECS,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
+from minibroker.testing.plugin import TopicFactory
 from tests.interop.conftest import (
     CODEC_IDS,
     CODECS,

@@ -18,8 +18,8 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
-from minibroker.testing.plugin import TopicFactory
 from minibroker import Broker
+from minibroker.testing.plugin import TopicFactory
 from tests.interop.conftest import java_partition, murmur2, unique_client_id
 
 TIMEOUT = 15
