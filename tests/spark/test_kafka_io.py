@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
+from minibroker import Broker
 from minibroker.testing.spark.kafka_io import (
     KafkaDataLoss,
     KafkaSourceError,
@@ -24,7 +24,6 @@ from minibroker.testing.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from minibroker import Broker
 
 
 def reader_for(bootstrap: str, **options: str) -> OffsetReader:
