@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from minibroker import Broker
 from minibroker.testing.spark.kafka_io import (
     KafkaDataLoss,
