@@ -107,12 +107,12 @@ class Dispatcher:
             log.exception("node %d: %s v%d failed", self.node_id, handler.name, version)
             self._record(header, handler.name, version, correlation_id, "closed: handler error")
             raise CloseConnection(f"{handler.name} v{version} failed: {exc!r}") from exc
-        self._record(header, handler.name, version, correlation_id, "ok")
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "node %d %s v%d from %s", self.node_id, handler.name, version, header.client_id
             )
         if result is None:
+            self._record(header, handler.name, version, correlation_id, "ok")
             return None
         if isinstance(result, Pending):
             pending = result
@@ -121,9 +121,30 @@ class Dispatcher:
                 response: Any = pending.poll(final)
                 if response is None:
                     return None
-                return messages.encode_response(correlation_id, response)
+                return self._encode(header, handler.name, version, correlation_id, response)
 
             return PendingReply(
                 deadline=pending.deadline, finish=finish, wait_keys=pending.wait_keys
             )
-        return messages.encode_response(correlation_id, result)
+        return self._encode(header, handler.name, version, correlation_id, result)
+
+    def _encode(
+        self,
+        header: messages.RequestHeader,
+        name: str,
+        version: int,
+        correlation_id: int,
+        response: Any,
+    ) -> bytes:
+        """The framed answer, recorded as sent; a response the handler built wrongly
+        (a field the version cannot carry) closes the connection and says so."""
+        try:
+            encoded = messages.encode_response(correlation_id, response)
+        except Exception as exc:
+            log.exception("node %d: %s v%d response failed to encode", self.node_id, name, version)
+            self._record(
+                header, name, version, correlation_id, "closed: response failed to encode"
+            )
+            raise CloseConnection(f"{name} v{version} response failed to encode: {exc!r}") from exc
+        self._record(header, name, version, correlation_id, "ok")
+        return encoded

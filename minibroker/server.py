@@ -396,7 +396,12 @@ class _Connection(asyncio.BufferedProtocol):
                     self._send(answers)  # earlier answers do not wait for a long poll
                     pending_bytes = 0
                     self._update_reading()
-                    outcome = await self._node.finish_long_poll(outcome)
+                    try:
+                        outcome = await self._node.finish_long_poll(outcome)
+                    except CloseConnection as exc:
+                        log.warning("closing connection from %s: %s", self.peer, exc)
+                        self.abort()
+                        return
                     if self._closing and transport.is_closing():
                         return
                 self._queued_bytes -= len(frame)
