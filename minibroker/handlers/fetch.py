@@ -1,10 +1,12 @@
 """Fetch (key 1), versions 4-17.
 
 Every requested partition is listed in the response, empty ones included. Fetch
-sessions are not created: the response carries session id 0, which tells clients to
-keep sending full, session-less fetches; a non-zero session id is unknown
-(FETCH_SESSION_ID_NOT_FOUND). When fewer than min_bytes are available the request
-waits (long poll) until enough data arrives or max_wait passes.
+sessions are not created: a full fetch (session epoch 0 or -1, or any fetch before v7)
+is answered with session id 0, which tells clients to keep sending full, session-less
+fetches; an incremental fetch (any other epoch) names a session this broker does not
+have, so it gets FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an evicted session.
+When fewer than min_bytes are available the request waits (long poll) until enough
+data arrives or max_wait passes.
 Limits: partition_max_bytes per partition, and overall the smaller of max_bytes and the
 broker's fetch_max_bytes (Kafka's fetch.max.bytes), except that the first batch found is
 always returned whole so a consumer can make progress (KIP-74). A partition listed more
@@ -148,10 +150,15 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
     )
 
 
+# Session epochs that ask for a full fetch (Kafka's FetchMetadata INITIAL_EPOCH and
+# FINAL_EPOCH); a full fetch naming a session closes it, and none is ever kept here.
+FULL_FETCH_EPOCH = 0
+FINAL_EPOCH = -1
+
+
 @api(1, "Fetch", 4, 17)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0:
+    if getattr(request, "session_epoch", FULL_FETCH_EPOCH) not in (FULL_FETCH_EPOCH, FINAL_EPOCH):
         return ctx.response(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.fetch_session_id_not_found,
