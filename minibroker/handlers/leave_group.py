@@ -1,7 +1,9 @@
 """LeaveGroup (key 13), versions 0-5.
 
 v0-2 name one member; v3+ a batch of members, by member id or static instance id,
-each with its own error code. The remaining members rebalance.
+each with its own error code (an unknown group too: UNKNOWN_MEMBER_ID per member under a
+top-level NONE; v0-2 carry the member's code at top level). The remaining members
+rebalance.
 """
 
 from __future__ import annotations

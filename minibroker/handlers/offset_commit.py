@@ -1,9 +1,11 @@
 """OffsetCommit (key 8), versions 2-9.
 
 Commits from members are checked against the group's generation and member id; a
-generation of -1 with no member id commits for a group without members (consumers that
-assign partitions themselves). Offsets of unknown partitions are
-UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes is OFFSET_METADATA_TOO_LARGE.
+generation of -1 commits for a group without members (consumers that assign partitions
+themselves), creating it if need be, and group id "" is accepted (old simple consumers).
+A generation >= 0 for an unknown group is ILLEGAL_GENERATION. Offsets of unknown
+partitions are UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes is
+OFFSET_METADATA_TOO_LARGE.
 Committed offsets are kept in memory, not written to __consumer_offsets; those of Empty
 groups expire after offsets.retention.minutes (group_rules: Offset expiry).
 Not done: the retention_time_ms of v2-v4 (the broker's retention applies).

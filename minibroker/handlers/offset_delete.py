@@ -1,7 +1,8 @@
 """OffsetDelete (key 47), version 0.
 
 Deletes committed offsets of a group. A group with members keeps the offsets of topics
-its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC). A group-level error (unknown group,
+NON_EMPTY_GROUP) comes with no topics, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         top, codes = rules.NOT_COORDINATOR, dict[tuple[str, int], int]()
     else:
         top, codes = ctx.cluster.groups.delete_offsets(request.group_id, wanted)
+    if top != rules.NONE:
+        # Kafka answers a group-level error with the error code alone.
+        return ctx.response(error_code=error(top), throttle_time=NO_THROTTLE, topics=())
     topics = tuple(
         ctx.make(
             "OffsetDeleteResponseTopic",
@@ -29,7 +33,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 ctx.make(
                     "OffsetDeleteResponsePartition",
                     partition_index=p.partition_index,
-                    error_code=error(codes.get((t.name, p.partition_index), top)),
+                    error_code=error(codes[(t.name, p.partition_index)]),
                 )
                 for p in t.partitions
             ),

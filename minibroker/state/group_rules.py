@@ -23,18 +23,36 @@ Transitions:
     Empty               -> Dead                 DeleteGroups, or expiry: Empty with no
                                                 offsets left once the retention has run out
 
-Request rules:
+Request rules (Kafka's GroupCoordinator; each checks the member first, then the
+generation, then the state):
+    Group id     "" is INVALID_GROUP_ID for JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+                 OffsetDelete; OffsetCommit and OffsetFetch accept it (old simple
+                 consumers), as do DescribeGroups and DeleteGroups.
     JoinGroup    v4+ and no member id: MEMBER_ID_REQUIRED with a fresh id (static members
                  excepted). Unknown member id: UNKNOWN_MEMBER_ID. A static member id that
                  does not match its instance: FENCED_INSTANCE_ID. A protocol type or set of
-                 protocols no member shares: INCONSISTENT_GROUP_PROTOCOL.
+                 protocols no member shares: INCONSISTENT_GROUP_PROTOCOL. A known
+                 group.instance.id with no member id replaces that member; in a Stable group,
+                 with the same protocols, there is no rebalance: the answer comes at once
+                 with the current generation. If the replaced member was the leader, v9+
+                 names the new member leader with the member list and skip_assignment;
+                 v0-v8 name the replaced (old) member id leader, with no member list, so the
+                 new instance runs no assignment (KIP-345). Otherwise it rebalances.
     SyncGroup    wrong generation: ILLEGAL_GENERATION; during PreparingRebalance:
                  REBALANCE_IN_PROGRESS; followers wait for the leader.
-    Heartbeat    PreparingRebalance: REBALANCE_IN_PROGRESS (the member must rejoin);
-                 wrong generation: ILLEGAL_GENERATION; unknown member: UNKNOWN_MEMBER_ID.
-    OffsetCommit generation -1 with no member id commits for a group without members
-                 (assign-mode consumers); members must match the generation; during
-                 CompletingRebalance: REBALANCE_IN_PROGRESS.
+    Heartbeat    unknown member: UNKNOWN_MEMBER_ID; wrong generation: ILLEGAL_GENERATION
+                 (also during PreparingRebalance, and it does not keep the member alive);
+                 PreparingRebalance: REBALANCE_IN_PROGRESS (the member must rejoin).
+    LeaveGroup   an unknown group is no group error: each member is UNKNOWN_MEMBER_ID
+                 (v3+ per member under a top-level NONE; v0-v2, one member, at top level).
+    OffsetCommit an unknown group: generation -1 creates it (Empty) and commits; a
+                 generation >= 0 is from an older generation: ILLEGAL_GENERATION.
+                 Generation -1 commits to an Empty group whoever sends it (assign-mode
+                 consumers). Otherwise the member must be known and match the generation;
+                 generation -1 with no member id to a group with members: UNKNOWN_MEMBER_ID;
+                 during CompletingRebalance: REBALANCE_IN_PROGRESS.
+    OffsetDelete unknown group: GROUP_ID_NOT_FOUND; a non-consumer group with members:
+                 NON_EMPTY_GROUP. A group-level error is answered with no topics.
 
 Offset expiry (Kafka 2.1+, KIP-211; offsets.retention.minutes, default 7 days):
     Offsets expire only while the group is Empty, so a group with members keeps them.

@@ -393,14 +393,15 @@ class GroupCoordinator:
             "group %s: static member %s replaced %s", group.group_id, member.member_id, old_id
         )
         same_protocols = old.protocols == member.protocols
-        if (
-            group.state is GroupState.STABLE
-            and same_protocols
-            and (not was_leader or member.join_version >= 9)
-        ):
+        if group.state is GroupState.STABLE and same_protocols:
             # A restart within the session timeout keeps its assignment: no rebalance.
-            outcome = self._join_answer(group, member, with_members=was_leader)
-            outcome.skip_assignment = was_leader
+            skip = was_leader and member.join_version >= 9
+            outcome = self._join_answer(group, member, with_members=skip)
+            outcome.skip_assignment = skip
+            if was_leader and not skip:
+                # Without skip_assignment (v9) the new instance must not think it leads:
+                # its assignment would never be handed out by a Stable group.
+                outcome.leader = old_id
             return Slot(outcome)
         slot: Slot[JoinOutcome] = Slot()
         self._await_join(member, slot)
@@ -564,6 +565,8 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: Iterable[tuple[str, bytes]],
     ) -> Slot[SyncOutcome]:
+        if not group_id:
+            return Slot(SyncOutcome(error=rules.INVALID_GROUP_ID))
         group, member, code = self._identify(group_id, member_id, group_instance_id)
         if group is None or member is None:
             return Slot(SyncOutcome(error=code))
@@ -613,22 +616,29 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
     ) -> int:
+        if not group_id:
+            return rules.INVALID_GROUP_ID
         group, member, code = self._identify(group_id, member_id, group_instance_id)
         if group is None or member is None:
             return code
+        # The generation before the state: another generation's member must rejoin
+        # afresh, even mid-rebalance. Its heartbeat does not keep it alive.
+        if generation != group.generation:
+            return rules.ILLEGAL_GENERATION
         self._touch(now, group, member)
         if group.state is GroupState.PREPARING_REBALANCE:
             return rules.REBALANCE_IN_PROGRESS
-        if generation != group.generation:
-            return rules.ILLEGAL_GENERATION
         return rules.NONE
 
     def leave(
         self, now: float, *, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        if not group_id:
+            return rules.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
         if group is None:
-            return rules.UNKNOWN_MEMBER_ID, [(m, i, rules.UNKNOWN_MEMBER_ID) for m, i in members]
+            # Not a group error: each member is unknown (v0-2 carry the member's code).
+            return rules.NONE, [(m, i, rules.UNKNOWN_MEMBER_ID) for m, i in members]
         results: list[tuple[str, str | None, int]] = []
         for member_id, instance_id in members:
             target = member_id
@@ -855,23 +865,26 @@ class GroupCoordinator:
         def everywhere(code: int) -> dict[tuple[str, int], int]:
             return {(t, p): code for t, p, *_ in offsets}
 
-        if not group_id:
-            return everywhere(rules.INVALID_GROUP_ID)
+        # Group id "" is allowed: old simple consumers commit for it.
         group = self.groups.get(group_id)
-        if generation < 0 and member_id == UNKNOWN_MEMBER:
-            if group is None:
-                group = self._create_group(now, group_id)
-            if group.state is not GroupState.EMPTY:
-                return everywhere(rules.UNKNOWN_MEMBER_ID)
-        else:
-            group, member, code = self._identify(group_id, member_id, group_instance_id)
-            if group is None or member is None:
+        if group is None:
+            if generation >= 0:
+                # A generation for a group not here: from an older one, so refused.
+                return everywhere(rules.ILLEGAL_GENERATION)
+            group = self._create_group(now, group_id)
+        if generation < 0 and group.state is GroupState.EMPTY:
+            pass  # no group management: anyone may commit while there are no members
+        elif generation >= 0 or member_id != UNKNOWN_MEMBER or group_instance_id is not None:
+            _, member, code = self._identify(group_id, member_id, group_instance_id)
+            if member is None:
                 return everywhere(code)
             if generation != group.generation:
                 return everywhere(rules.ILLEGAL_GENERATION)
             if group.state is GroupState.COMPLETING_REBALANCE:
                 return everywhere(rules.REBALANCE_IN_PROGRESS)
             self._touch(now, group, member)
+        else:
+            return everywhere(rules.UNKNOWN_MEMBER_ID)  # only members commit to a live group
         results: dict[tuple[str, int], int] = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
             if not self._partition_exists(topic, partition):
@@ -901,6 +914,8 @@ class GroupCoordinator:
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[int, dict[tuple[str, int], int]]:
+        if not group_id:
+            return rules.INVALID_GROUP_ID, {}  # "" is for offset commits and fetches only
         group = self.groups.get(group_id)
         if group is None:
             return rules.GROUP_ID_NOT_FOUND, {}

@@ -253,6 +253,120 @@ def test_static_member_restart_keeps_its_assignment_without_rebalance() -> None:
     assert fenced == rules.FENCED_INSTANCE_ID
 
 
+@pytest.mark.parametrize(("version", "skips"), [(5, False), (8, False), (9, True)])
+def test_static_leader_restart_in_a_stable_group_keeps_the_generation(
+    version: int, skips: bool
+) -> None:
+    """KIP-345/KIP-814: a restarted static leader causes no rebalance. v9+ is told it
+    leads but must skip the assignment; before v9 the old member id is named leader
+    (with no member list), so the new instance acts as a follower."""
+    h = Harness()
+    old = h.join(instance="i1")
+    assert old.result is not None and old.result.error == rules.NONE
+    old_id, generation = old.result.member_id, old.result.generation
+    h.sync(old_id, generation, {old_id: b"L"})
+    assert h.state() is GroupState.STABLE
+
+    restarted = h.join(instance="i1", version=version)
+    assert restarted.result is not None and restarted.result.error == rules.NONE
+    new_id = restarted.result.member_id
+    assert restarted.result.generation == generation
+    assert restarted.result.skip_assignment is skips
+    if skips:
+        assert restarted.result.leader == new_id
+        assert [m[0] for m in restarted.result.members] == [new_id]
+    else:
+        assert (restarted.result.leader, restarted.result.members) == (old_id, [])
+    assert h.state() is GroupState.STABLE
+    assert h.coordinator.groups["g"].leader_id == new_id, "the group's leader is the new id"
+    synced = h.sync(new_id, generation)
+    assert synced.result is not None and synced.result.assignment == b"L"
+    assert h.heartbeat(new_id, generation) == rules.NONE
+
+
+def test_heartbeat_checks_the_generation_before_the_state_and_keeps_no_one_alive() -> None:
+    h = Harness()
+    a, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    h.coordinator.leave(h.now, group_id="g", members=[(b, None)])
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.heartbeat(a, generation + 1) == rules.ILLEGAL_GENERATION
+    assert h.heartbeat(a, generation) == rules.REBALANCE_IN_PROGRESS
+    rejoined = h.join(a)
+    assert rejoined.result is not None
+    h.sync(a, generation + 1, {a: b"A"})
+    # Heartbeats from another generation do not hold the session open.
+    for _ in range(2):
+        h.advance(SESSION_MS / 1000 / 3)
+        assert h.heartbeat(a, generation) == rules.ILLEGAL_GENERATION
+    assert a in h.coordinator.groups["g"].members
+    h.advance(SESSION_MS / 1000 / 3)  # a full session since the sync
+    assert h.coordinator.groups["g"].members == {}
+
+
+def test_membership_requests_for_the_empty_group_id_are_invalid() -> None:
+    h = Harness()
+    assert h.heartbeat("m", 1, group="") == rules.INVALID_GROUP_ID
+    synced = h.sync("m", 1, group="")
+    assert synced.result is not None and synced.result.error == rules.INVALID_GROUP_ID
+    assert h.coordinator.leave(h.now, group_id="", members=[("m", None)]) == (
+        rules.INVALID_GROUP_ID,
+        [],
+    )
+    assert h.coordinator.delete_offsets("", [("t", 0)]) == (rules.INVALID_GROUP_ID, {})
+    assert h.coordinator.groups == {}
+
+
+def test_the_empty_group_id_commits_and_fetches_offsets() -> None:
+    h = Harness()
+    stored = h.coordinator.commit(
+        h.now,
+        group_id="",
+        generation=-1,
+        member_id="",
+        group_instance_id=None,
+        offsets=[("t", 0, 42, -1, None)],
+    )
+    assert stored == {("t", 0): rules.NONE}
+    fetched = h.coordinator.committed("", [("t", 0)])[("t", 0)]
+    assert fetched is not None and fetched.offset == 42
+    assert h.state("") is GroupState.EMPTY
+
+
+def test_leaving_an_unknown_group_is_a_per_member_error() -> None:
+    h = Harness()
+    top, results = h.coordinator.leave(h.now, group_id="nowhere", members=[("m", None), ("", "i1")])
+    assert top == rules.NONE
+    assert results == [
+        ("m", None, rules.UNKNOWN_MEMBER_ID),
+        ("", "i1", rules.UNKNOWN_MEMBER_ID),
+    ]
+    assert "nowhere" not in h.coordinator.groups
+
+
+def test_commits_to_an_unknown_group_by_generation() -> None:
+    """Generation >= 0: from an older generation (ILLEGAL_GENERATION), no group made.
+    Generation -1: a simple commit that creates the group, member id or not."""
+    h = Harness()
+
+    def commit(group: str, generation: int, member_id: str) -> dict[tuple[str, int], int]:
+        return h.coordinator.commit(
+            h.now,
+            group_id=group,
+            generation=generation,
+            member_id=member_id,
+            group_instance_id=None,
+            offsets=[("t", 0, 5, -1, None)],
+        )
+
+    assert commit("nowhere", 1, "m") == {("t", 0): rules.ILLEGAL_GENERATION}
+    assert "nowhere" not in h.coordinator.groups
+    assert commit("simple", -1, "m") == {("t", 0): rules.NONE}
+    assert h.state("simple") is GroupState.EMPTY
+    assert commit("simple", -1, "someone-else") == {("t", 0): rules.NONE}
+    assert commit("simple", 0, "m") == {("t", 0): rules.UNKNOWN_MEMBER_ID}
+
+
 def test_leave_group_in_a_batch_and_the_last_one_out_empties_the_group() -> None:
     h = Harness()
     a, b = stable_group(h, 2)
