@@ -1,16 +1,30 @@
-"""ApiVersions over a real socket, and what happens to requests the broker does not serve."""
+"""ApiVersions over a real socket, every served API at both ends of its advertised range,
+the README's table against the wire, and what happens to requests the broker does not serve."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import re
 import struct
+import typing
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import Records
 
 from minibroker import Broker
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import messages
-from tests.rawclient import RawClient, encode, make_request
+from minibroker.protocol.records import build_batch, iter_records, split_batches
+from minibroker.testing.backends import KafkaService
+from tests.rawclient import RawClient, encode, make_request, parse_host_port
+
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -57,23 +71,6 @@ def test_api_versions_lists_exactly_the_registry(kafka_broker: Broker, version: 
     assert frame[:6] == struct.pack(">ih", correlation_id, 0)
     if version >= 3:
         assert frame[6] == len(listed) + 1  # compact array length, right after the error
-
-
-def test_every_served_api_answers_at_its_advertised_bounds(kafka_broker: Broker) -> None:
-    """The advertised range is real: a request at min and max version is not refused."""
-    with RawClient(kafka_broker.bootstrap_servers) as client:
-        body = client.request(API_VERSIONS, 3, _api_versions_request(3))
-        for entry in body.api_keys:
-            assert messages.request_class(entry.api_key, entry.min_version) is not None
-            assert messages.request_class(entry.api_key, entry.max_version) is not None
-        metadata = client.call(
-            3,
-            12,
-            topics=(),
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        assert metadata.brokers[0].port == kafka_broker.port
 
 
 @pytest.mark.parametrize("version", [5, 127, 32767])
@@ -153,3 +150,621 @@ def test_requests_on_one_connection_are_answered_in_order(kafka_broker: Broker) 
             assert body.error_code == ErrorCode.none
             got.append(correlation_id)
         assert got == ids
+
+
+# --- every served API at both ends of the range it advertises -------------------------
+
+TOPIC = "bounds"
+PROBE_VALUE = b"probe-value"
+TOPIC_RESOURCE = 2  # DescribeConfigs resource type TOPIC
+MEMBER_ID_REQUIRED = 79
+
+
+def _entity_class(hint: Any) -> type[Any] | None:
+    """The kio entity inside an annotation such as `tuple[Topic, ...] | None`."""
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return hint
+    for argument in typing.get_args(hint):
+        found = _entity_class(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _build(cls: type[Any], values: dict[str, Any]) -> Any:
+    """A kio entity from plain values, nested dicts and lists included; milliseconds
+    become timedeltas; names the version does not have are dropped."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in values:
+            continue
+        value = values[field.name]
+        kafka_type = field.metadata.get("kafka_type")
+        entity = _entity_class(hints[field.name])
+        if value is None:
+            pass
+        elif kafka_type in ("timedelta_i32", "timedelta_i64"):
+            value = datetime.timedelta(milliseconds=value)
+        elif kafka_type == "records":
+            value = Records(value)
+        elif isinstance(value, list):
+            value = tuple(_build(entity, item) if entity else item for item in value)
+        elif isinstance(value, dict):
+            assert entity is not None, f"{cls.__name__}.{field.name} is not a structure"
+            value = _build(entity, value)
+        fields[field.name] = value
+    return cls(**fields)
+
+
+class Probe:
+    """One connection to the broker under test; every answer is checked whole."""
+
+    def __init__(self, broker: KafkaService, client: RawClient, topic_id: uuid.UUID | None) -> None:
+        self.broker = broker
+        self.client = client
+        self.port = parse_host_port(broker.bootstrap_servers)[1]
+        self.topic_id = topic_id
+
+    def exchange(self, api_key: int, version: int, **values: Any) -> Any:
+        """Send one request; the answer must come on this connection, carry its
+        correlation id and decode at this version with no byte left over."""
+        cls = messages.request_class(api_key, version)
+        assert cls is not None, f"kio has no request for {messages.api_name(api_key)} v{version}"
+        correlation_id = self.client.send(api_key, version, _build(cls, values))
+        frame = self.client.recv_frame()
+        assert frame is not None, "the broker closed the connection"
+        got, body = messages.decode_response(frame, api_key, version)
+        assert got == correlation_id, f"correlation id {got}, expected {correlation_id}"
+        again = messages.encode_response(got, body)
+        assert again[4:] == frame, "the answer holds bytes its version does not account for"
+        return body
+
+    # setup steps, at fixed versions inside every range served
+
+    def join(self, group: str) -> tuple[str, int]:
+        """Join a fresh group alone (JoinGroup v5); return member id and generation."""
+        values = _join_values(group, "")
+        first = self.exchange(11, 5, **values)
+        assert first.error_code == MEMBER_ID_REQUIRED
+        joined = self.exchange(11, 5, **{**values, "member_id": first.member_id})
+        assert joined.error_code == ErrorCode.none
+        return joined.member_id, joined.generation_id
+
+    def join_and_sync(self, group: str) -> tuple[str, int]:
+        member_id, generation = self.join(group)
+        synced = self.exchange(
+            14,
+            3,
+            group_id=group,
+            generation_id=generation,
+            member_id=member_id,
+            assignments=[{"member_id": member_id, "assignment": b"assigned"}],
+        )
+        assert synced.error_code == ErrorCode.none
+        return member_id, generation
+
+    def commit(self, group: str, offset: int) -> None:
+        """Commit an offset for a group with no members (OffsetCommit v2)."""
+        answer = self.exchange(8, 2, **_commit_values(group, offset))
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+
+    def seed(self) -> None:
+        """Offset 0 of the topic holds PROBE_VALUE before any probe runs (Produce v3)."""
+        batch = build_batch([(b"key", PROBE_VALUE)], timestamp_ms=1_700_000_000_000)
+        answer = self.exchange(
+            0,
+            3,
+            transactional_id=None,
+            acks=-1,
+            timeout=5_000,
+            topic_data=[{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+        )
+        assert answer.responses[0].partition_responses[0].base_offset == 0
+
+
+def _join_values(group: str, member_id: str) -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "session_timeout": 30_000,
+        "rebalance_timeout": 30_000,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"\x00\x01"}],
+        "reason": "probe",
+    }
+
+
+def _commit_values(group: str, offset: int) -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "retention_time": -1,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "probe",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _topic_ref(probe: Probe) -> dict[str, Any]:
+    """A topic named for the versions that take a name and by id for those with an id."""
+    return {"name": TOPIC, "topic": TOPIC, "topic_id": probe.topic_id}
+
+
+def _probe_produce(probe: Probe, version: int) -> None:
+    batch = build_batch([(b"key", PROBE_VALUE)], timestamp_ms=1_700_000_000_000)
+    answer = probe.exchange(
+        0,
+        version,
+        transactional_id=None,
+        acks=-1,
+        timeout=5_000,
+        topic_data=[{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+    )
+    [topic] = answer.responses
+    [partition] = topic.partition_responses
+    assert (topic.name, partition.index, partition.error_code) == (TOPIC, 0, ErrorCode.none)
+    assert partition.base_offset >= 1  # the setup wrote offset 0
+
+
+def _probe_fetch(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        1,
+        version,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            {
+                **_topic_ref(probe),
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    [topic] = answer.responses
+    [partition] = topic.partitions
+    assert partition.error_code == ErrorCode.none
+    assert partition.high_watermark >= 1
+    [(_, batch), *_] = split_batches(bytes(partition.records))
+    assert next(iter_records(batch)).value == PROBE_VALUE
+
+
+def _probe_list_offsets(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        2,
+        version,
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            {
+                "name": TOPIC,
+                "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}],
+            }
+        ],
+        timeout=5_000,
+    )
+    [partition] = answer.topics[0].partitions
+    assert partition.error_code == ErrorCode.none
+    assert partition.offset >= 1  # latest: past the setup's record
+
+
+def _probe_metadata(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        3,
+        version,
+        topics=[{"name": TOPIC, "topic_id": None}],
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    assert [broker.port for broker in answer.brokers] == [probe.port]
+    [topic] = answer.topics
+    assert (topic.name, topic.error_code) == (TOPIC, ErrorCode.none)
+    assert [p.partition_index for p in topic.partitions] == [0]
+
+
+def _probe_offset_commit(probe: Probe, version: int) -> None:
+    answer = probe.exchange(8, version, **_commit_values(f"commit-v{version}", 1))
+    [topic] = answer.topics
+    assert topic.name == TOPIC
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, ErrorCode.none)]
+
+
+def _probe_offset_fetch(probe: Probe, version: int) -> None:
+    group = f"fetch-v{version}"
+    probe.commit(group, 7)
+    topics = [{"name": TOPIC, "partition_indexes": [0]}]
+    answer = probe.exchange(
+        9,
+        version,
+        group_id=group,
+        topics=topics,
+        groups=[{"group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}],
+        require_stable=False,
+    )
+    if version >= 8:
+        [entry] = answer.groups
+        assert (entry.group_id, entry.error_code) == (group, ErrorCode.none)
+        topics_answered = entry.topics
+    else:
+        topics_answered = answer.topics
+    [partition] = topics_answered[0].partitions
+    assert (partition.error_code, partition.committed_offset) == (ErrorCode.none, 7)
+
+
+def _probe_find_coordinator(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        10, version, key="some-group", key_type=0, coordinator_keys=["some-group"]
+    )
+    coordinator = answer.coordinators[0] if version >= 4 else answer
+    assert coordinator.error_code == ErrorCode.none
+    assert coordinator.port == probe.port
+
+
+def _probe_join_group(probe: Probe, version: int) -> None:
+    values = _join_values(f"join-v{version}", "")
+    answer = probe.exchange(11, version, **values)
+    if version >= 4:  # KIP-394: a member without an id is given one and asked again
+        assert answer.error_code == MEMBER_ID_REQUIRED
+        assert answer.member_id
+        answer = probe.exchange(11, version, **{**values, "member_id": answer.member_id})
+    assert answer.error_code == ErrorCode.none
+    assert answer.leader == answer.member_id
+    assert answer.generation_id >= 1
+    assert [m.member_id for m in answer.members] == [answer.member_id]
+
+
+def _probe_heartbeat(probe: Probe, version: int) -> None:
+    group = f"heartbeat-v{version}"
+    member_id, generation = probe.join_and_sync(group)
+    answer = probe.exchange(
+        12, version, group_id=group, generation_id=generation, member_id=member_id
+    )
+    assert answer.error_code == ErrorCode.none
+
+
+def _probe_leave_group(probe: Probe, version: int) -> None:
+    group = f"leave-v{version}"
+    member_id, _ = probe.join_and_sync(group)
+    answer = probe.exchange(
+        13,
+        version,
+        group_id=group,
+        member_id=member_id,
+        members=[{"member_id": member_id, "group_instance_id": None, "reason": "probe"}],
+    )
+    assert answer.error_code == ErrorCode.none
+    if version >= 3:
+        assert [(m.member_id, m.error_code) for m in answer.members] == [
+            (member_id, ErrorCode.none)
+        ]
+
+
+def _probe_sync_group(probe: Probe, version: int) -> None:
+    group = f"sync-v{version}"
+    member_id, generation = probe.join(group)
+    answer = probe.exchange(
+        14,
+        version,
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=[{"member_id": member_id, "assignment": b"assigned"}],
+    )
+    assert answer.error_code == ErrorCode.none
+    assert answer.assignment == b"assigned"
+
+
+def _probe_describe_groups(probe: Probe, version: int) -> None:
+    group = f"describe-v{version}"
+    member_id, _ = probe.join_and_sync(group)
+    answer = probe.exchange(15, version, groups=[group], include_authorized_operations=False)
+    [described] = answer.groups
+    assert (described.group_id, described.error_code) == (group, ErrorCode.none)
+    assert (described.group_state, described.protocol_type) == ("Stable", "consumer")
+    assert [m.member_id for m in described.members] == [member_id]
+
+
+def _probe_list_groups(probe: Probe, version: int) -> None:
+    group = f"list-v{version}"
+    probe.join_and_sync(group)
+    answer = probe.exchange(16, version, states_filter=[], types_filter=[])
+    assert answer.error_code == ErrorCode.none
+    assert group in {g.group_id for g in answer.groups}
+
+
+def _probe_api_versions(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        API_VERSIONS,
+        version,
+        client_software_name="probe",
+        client_software_version="1.0",
+    )
+    assert answer.error_code == ErrorCode.none
+    assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == _registry()
+
+
+def _probe_create_topics(probe: Probe, version: int) -> None:
+    name = f"created-v{version}"
+    answer = probe.exchange(
+        19,
+        version,
+        topics=[
+            {
+                "name": name,
+                "num_partitions": 2,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
+        ],
+        timeout=5_000,
+        validate_only=False,
+    )
+    [topic] = answer.topics
+    assert (topic.name, topic.error_code) == (name, ErrorCode.none)
+    if version >= 5:
+        assert topic.num_partitions == 2
+
+
+def _probe_delete_topics(probe: Probe, version: int) -> None:
+    name = f"doomed-v{version}"
+    probe.broker.create_topic(name, partitions=1)
+    answer = probe.exchange(
+        20,
+        version,
+        topic_names=[name],
+        topics=[{"name": name, "topic_id": None}],
+        timeout=5_000,
+    )
+    [result] = answer.responses
+    assert (result.name, result.error_code) == (name, ErrorCode.none)
+
+
+def _probe_init_producer_id(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        22,
+        version,
+        transactional_id=None,
+        transaction_timeout=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert answer.error_code == ErrorCode.none
+    assert answer.producer_id >= 0
+    assert answer.producer_epoch >= 0
+
+
+def _probe_describe_configs(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        32,
+        version,
+        resources=[
+            {
+                "resource_type": TOPIC_RESOURCE,
+                "resource_name": TOPIC,
+                "configuration_keys": ["cleanup.policy"],
+            }
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    [result] = answer.results
+    assert (result.error_code, result.resource_name) == (ErrorCode.none, TOPIC)
+    assert [(c.name, c.value) for c in result.configs] == [("cleanup.policy", "delete")]
+
+
+def _probe_create_partitions(probe: Probe, version: int) -> None:
+    name = f"grown-v{version}"
+    probe.broker.create_topic(name, partitions=1)
+    answer = probe.exchange(
+        37,
+        version,
+        topics=[{"name": name, "count": 3, "assignments": None}],
+        timeout=5_000,
+        validate_only=False,
+    )
+    [result] = answer.results
+    assert (result.name, result.error_code) == (name, ErrorCode.none)
+
+
+def _probe_delete_groups(probe: Probe, version: int) -> None:
+    group = f"delete-v{version}"
+    probe.commit(group, 3)
+    answer = probe.exchange(42, version, groups_names=[group])
+    assert [(r.group_id, r.error_code) for r in answer.results] == [(group, ErrorCode.none)]
+
+
+def _probe_offset_delete(probe: Probe, version: int) -> None:
+    group = f"offset-delete-v{version}"
+    probe.commit(group, 3)
+    answer = probe.exchange(
+        47,
+        version,
+        group_id=group,
+        topics=[{"name": TOPIC, "partitions": [{"partition_index": 0}]}],
+    )
+    assert answer.error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.none)
+    ]
+
+
+def _probe_describe_cluster(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        60,
+        version,
+        include_cluster_authorized_operations=False,
+        endpoint_type=1,
+        include_fenced_brokers=False,
+    )
+    assert answer.error_code == ErrorCode.none
+    assert answer.cluster_id
+    assert [broker.port for broker in answer.brokers] == [probe.port]
+    assert answer.controller_id in {broker.broker_id for broker in answer.brokers}
+
+
+PROBES: dict[int, Callable[[Probe, int], None]] = {
+    0: _probe_produce,
+    1: _probe_fetch,
+    2: _probe_list_offsets,
+    3: _probe_metadata,
+    8: _probe_offset_commit,
+    9: _probe_offset_fetch,
+    10: _probe_find_coordinator,
+    11: _probe_join_group,
+    12: _probe_heartbeat,
+    13: _probe_leave_group,
+    14: _probe_sync_group,
+    15: _probe_describe_groups,
+    16: _probe_list_groups,
+    18: _probe_api_versions,
+    19: _probe_create_topics,
+    20: _probe_delete_topics,
+    22: _probe_init_producer_id,
+    32: _probe_describe_configs,
+    37: _probe_create_partitions,
+    42: _probe_delete_groups,
+    47: _probe_offset_delete,
+    60: _probe_describe_cluster,
+}
+
+
+def _uvarint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+
+
+def _wire_api_versions(bootstrap: str, version: int) -> dict[int, tuple[int, int]]:
+    """The broker's ApiVersions answer read from its bytes, without kio: header v0
+    (correlation id), error code, the (key, min, max) int16 triples in an int32-counted
+    array (v0-v2) or a compact one with a tag section per entry (v3+), throttle time
+    (v1+), a tag section (v3+), and nothing after it."""
+    with RawClient(bootstrap) as client:
+        correlation_id = client.send(API_VERSIONS, version, _api_versions_request(version))
+        frame = client.recv_frame()
+    assert frame is not None, "the broker closed the connection"
+    got, error_code = struct.unpack_from(">ih", frame)
+    assert (got, error_code) == (correlation_id, 0)
+    if version >= 3:
+        count, position = _uvarint(frame, 6)
+        count -= 1
+    else:
+        (count,) = struct.unpack_from(">i", frame, 6)
+        position = 10
+    ranges = {}
+    for _ in range(count):
+        key, low, high = struct.unpack_from(">hhh", frame, position)
+        position += 6
+        if version >= 3:
+            tags, position = _uvarint(frame, position)
+            assert tags == 0
+        assert key not in ranges, f"api key {key} listed twice"
+        ranges[key] = (low, high)
+    if version >= 1:
+        position += 4  # throttle time
+    if version >= 3:
+        tags, position = _uvarint(frame, position)
+        for _ in range(tags):
+            _, position = _uvarint(frame, position)
+            size, position = _uvarint(frame, position)
+            position += size
+    assert position == len(frame), "bytes after the answer"
+    return ranges
+
+
+def _advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """What the broker advertises, as a v0 client first asks it."""
+    return _wire_api_versions(bootstrap, 0)
+
+
+def test_every_served_api_answers_at_its_advertised_bounds(kafka_broker: Broker) -> None:
+    """The advertised range is real: a meaningful request at the lowest and the highest
+    version the broker advertises gets a full, well-formed answer on a connection that
+    stays open."""
+    advertised = _advertised(kafka_broker.bootstrap_servers)
+    assert set(advertised) == set(PROBES), "an advertised API without a probe, or the reverse"
+    kafka_broker.create_topic(TOPIC, partitions=1)
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        setup = Probe(kafka_broker, client, None)
+        metadata = setup.exchange(
+            3,
+            12,
+            topics=[{"name": TOPIC, "topic_id": None}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        setup.topic_id = metadata.topics[0].topic_id
+        setup.seed()
+
+    failures = []
+    for api_key, (low, high) in sorted(advertised.items()):
+        for version in sorted({low, high}):
+            with RawClient(kafka_broker.bootstrap_servers) as client:
+                probe = Probe(kafka_broker, client, setup.topic_id)
+                try:
+                    PROBES[api_key](probe, version)
+                    # and the connection is still usable
+                    assert probe.exchange(API_VERSIONS, 0).error_code == ErrorCode.none
+                except Exception as exc:  # every failing probe is reported, not the first
+                    failures.append(f"{messages.api_name(api_key)} v{version}: {exc!r}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_on_the_wire_equals_the_registry(kafka_broker: Broker, version: int) -> None:
+    """The bytes of the answer, read without kio, list exactly the registry's ranges."""
+    advertised = _wire_api_versions(kafka_broker.bootstrap_servers, version)
+    assert advertised == {key: (low, high) for key, low, high in _registry()}
+
+
+def _readme_api_table() -> dict[int, tuple[str, int, int]]:
+    """README's "APIs served" table: | Name | key | low, en dash, high |."""
+    section = README.read_text().split("### APIs served", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| *(\w+) *\| *(\d+) *\| *(\d+) *[\u2013-] *(\d+) *\|", section, re.M)
+    table = {int(key): (name, int(low), int(high)) for name, key, low, high in rows}
+    assert len(table) == len(rows), "a key listed twice in the README"
+    return table
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def test_readme_api_table_matches_the_wire(kafka_broker: Broker) -> None:
+    """Every row of the README's table is what the broker answers, and nothing is missing."""
+    table = _readme_api_table()
+    advertised = _advertised(kafka_broker.bootstrap_servers)
+    assert {key: (low, high) for key, (_, low, high) in table.items()} == advertised
+    # the names are Kafka's (kio spells them in snake case)
+    assert {key: _snake_case(name) for key, (name, _, _) in table.items()} == {
+        key: messages.api_name(key) for key in advertised
+    }
