@@ -142,9 +142,7 @@ class Dispatcher:
             encoded = messages.encode_response(correlation_id, response)
         except Exception as exc:
             log.exception("node %d: %s v%d response failed to encode", self.node_id, name, version)
-            self._record(
-                header, name, version, correlation_id, "closed: response failed to encode"
-            )
+            self._record(header, name, version, correlation_id, "closed: response failed to encode")
             raise CloseConnection(f"{name} v{version} response failed to encode: {exc!r}") from exc
         self._record(header, name, version, correlation_id, "ok")
         return encoded
