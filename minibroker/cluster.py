@@ -174,7 +174,9 @@ class Cluster:
         return sum(node.connection_count for node in self.nodes)
 
     def recent_requests(self) -> list[RequestRecord]:
-        records = [r for node in self.nodes for r in node.dispatcher.recent]
+        # tuple() copies a deque in one step under the GIL, so the broker's thread can
+        # keep appending (a Python-level loop over it could fail mid-iteration).
+        records = [r for node in self.nodes for r in tuple(node.dispatcher.recent)]
         return sorted(records, key=lambda r: r.at)
 
     # --- administration, callable from any thread ---

@@ -80,12 +80,18 @@ async def test_concurrency_bounds_handlers_in_flight(broker: Broker) -> None:
     running = 0
     peak = 0
     done = 0
+    two_at_once = asyncio.Event()
 
     async def handle(record: Any) -> None:
         nonlocal running, peak, done
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.001)
+        if running == 2:
+            two_at_once.set()
+        # The first handler holds until a second runs beside it, so the bound is reached
+        # whatever the scheduling; a third, were it allowed, would start meanwhile.
+        await asyncio.wait_for(two_at_once.wait(), 10)
+        await asyncio.sleep(0.001)  # the handler's work: in flight across a yield
         running -= 1
         done += 1
 

@@ -46,7 +46,19 @@ async def test_rebalances_while_consuming_lose_and_repeat_nothing(broker: Broker
     # waits for in-flight handlers, commits, then releases, so the next owner starts
     # exactly after the last finished record: no record twice, none lost.
     broker.create_topic("events", 12)
-    await produce(broker.bootstrap_servers, "events", 150, partitions=12)
+    produced = 0  # records per partition
+
+    async def more(count: int) -> None:
+        # Records produced once a member holds partitions: it has work to do whatever
+        # the others got through before, and the stream goes on while members change.
+        nonlocal produced
+        await produce(broker.bootstrap_servers, "events", count, partitions=12)
+        produced += count
+
+    def consuming(name: str) -> bool:
+        return any(n == name for n, _, _ in seen)
+
+    await more(150)
     seen: list[tuple[str, int, int]] = []
     first = member(broker, "rebalancing", "events", seen, "first", assignor="range")
     second = member(broker, "rebalancing", "events", seen, "second", assignor="range")
@@ -54,15 +66,21 @@ async def test_rebalances_while_consuming_lose_and_repeat_nothing(broker: Broker
     await first.start()
     await wait_until(lambda: len(seen) > 100, what="first member consuming")
     await second.start()
-    await wait_until(lambda: any(n == "second" for n, _, _ in seen), what="second consuming")
+    await wait_until(lambda: bool(second.assignment()), what="second assigned")
+    await more(50)
+    await wait_until(lambda: consuming("second"), what="second consuming")
     await third.start()
-    await wait_until(lambda: any(n == "third" for n, _, _ in seen), what="third consuming")
-    await first.stop()  # leaves the group mid-stream
-    await wait_until(lambda: len({(p, o) for _, p, o in seen}) == 1800, what="all records")
+    await wait_until(lambda: bool(third.assignment()), what="third assigned")
+    await more(50)
+    await wait_until(lambda: consuming("third"), what="third consuming")
+    await more(50)
+    await first.stop()  # leaves the group with records of its partitions still to handle
+    everything = {(p, o) for p in range(12) for o in range(produced)}
+    await wait_until(lambda: {(p, o) for _, p, o in seen} == everything, what="all records")
     await asyncio.gather(second.stop(), third.stop())
 
     handled = Counter((p, o) for _, p, o in seen)
-    assert set(handled) == {(p, o) for p in range(12) for o in range(150)}
+    assert set(handled) == everything
     assert [key for key, times in handled.items() if times > 1] == []
     assert {name for name, _, _ in seen} == {"first", "second", "third"}
     per_partition: dict[int, list[int]] = defaultdict(list)
@@ -87,7 +105,8 @@ async def test_member_killed_mid_stream_loses_nothing(broker: Broker, tmp_path: 
     """Three members share 12 partitions; one is SIGKILLed (no LeaveGroup, no commit)."""
     broker.create_topic("orders", 12)
     await produce(broker.bootstrap_servers, "orders", 200, partitions=12)
-    everything = {(p, o) for p in range(12) for o in range(200)}
+    # 100 more per partition are produced just before the kill (below).
+    everything = {(p, o) for p in range(12) for o in range(300)}
     log = tmp_path / "killed.log"
     log.touch()
     command = [sys.executable, "-m", "tests.consumer._member", broker.bootstrap_servers]
@@ -113,6 +132,10 @@ async def test_member_killed_mid_stream_loses_nothing(broker: Broker, tmp_path: 
             ),
             what="a three-member group with the victim mid-stream",
         )
+        # Fresh records on every partition just before the kill: the victim dies with
+        # work left on its partitions however far it had got, and cannot have handled
+        # those of the survivors' partitions.
+        await produce(broker.bootstrap_servers, "orders", 100, partitions=12)
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         killed_at = len(seen)

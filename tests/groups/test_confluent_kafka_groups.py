@@ -145,7 +145,10 @@ def test_confluent_kafka_killed_member_expelled_after_session_timeout(
     assert not left_group(broker, "victim"), "SIGKILL must leave no LeaveGroup behind"
     moves = [at for at, who, kind, _ in log.since(killed_at) if kind == "assigned"]
     # Expelled by the session timeout, not by the closed connection.
-    assert min(moves) - killed_at >= SESSION_MS / 2000, min(moves) - killed_at
+    # Moved by the session timeout (not at once), and not long after it expired.
+    assert SESSION_MS / 2000 <= min(moves) - killed_at <= SESSION_MS / 1000 + 10, (
+        min(moves) - killed_at
+    )
     assert held <= log.owned("s1") | log.owned("s2")
 
 

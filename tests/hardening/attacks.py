@@ -73,6 +73,8 @@ AFTER_SECONDS = 2.0
 # shared machine; the targets above are for the benchmark to report.
 TEST_DURING_RATIO = 0.35
 TEST_AFTER_RATIO = 0.6
+# Honest answers before the baseline: enough for the first requests' one-off costs.
+WARM_UP_ANSWERS = 200
 
 
 def raise_fd_limit(wanted: int = 8192) -> None:
@@ -146,6 +148,28 @@ def close_all(socks: Sequence[socket.socket]) -> None:
     for sock in socks:
         with contextlib.suppress(OSError):
             sock.close()
+
+
+_TCP_ESTABLISHED, _TCP_SYN_RECV = 0x01, 0x03
+
+
+def _broker_sockets(pid: int, port: int) -> dict[int, list[tuple[int, int, bool]]]:
+    """From the kernel's TCP table, the connections to `port`: {remote port: [(state,
+    bytes unread, accepted)]}. A connection still in the accept queue has no socket
+    inode yet. The table is read in pages, so a connection that changes meanwhile may be
+    missing: callers treat a missing one as not there yet."""
+    found: dict[int, list[tuple[int, int, bool]]] = {}
+    for name in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/net/{name}") as table:
+            next(table)  # the header
+            for line in table:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) != port or fields[2].endswith(":0000"):
+                    continue  # another port, or the listening socket
+                remote = int(fields[2].rsplit(":", 1)[1], 16)
+                unread = int(fields[4].split(":")[1], 16)
+                found.setdefault(remote, []).append((int(fields[3], 16), unread, fields[9] != "0"))
+    return found
 
 
 def open_connections(bootstrap: str, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
@@ -489,6 +513,27 @@ class Target:
     def log_text(self) -> str:
         return "".join(self.output)
 
+    def caught_up(self, socks: Sequence[socket.socket]) -> bool:
+        """Whether the broker has accepted every connection of `socks` and read every byte
+        sent on them so far (a connection it closed counts as done)."""
+        port = int(self.bootstrap.rsplit(":", 1)[1])
+        table = _broker_sockets(self.broker.pid, port)
+        for sock in socks:
+            try:
+                entries = table.get(sock.getsockname()[1], [])
+            except OSError:
+                continue  # closed here
+            if not entries:
+                if closed_by_peer(sock):
+                    continue
+                return False
+            for state, unread, accepted in entries:
+                if state == _TCP_SYN_RECV or (state == _TCP_ESTABLISHED and not accepted):
+                    return False  # not accepted yet
+                if state == _TCP_ESTABLISHED and unread:
+                    return False  # not read yet
+        return True
+
     def stop(self) -> None:
         self._stop.set()
         self.broker.stop()
@@ -631,6 +676,41 @@ class Run:
         count, at = self.probe.count()
         return Mark(count, at, self.target.cpu_seconds())
 
+    def wait_for(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> bool:
+        """Poll `condition` until it holds; a problem (and False) if not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                self.problem(f"{what} did not happen within {timeout:.0f} s")
+                return False
+            time.sleep(0.02)
+        return True
+
+    def warm_up(self, answers: int = WARM_UP_ANSWERS) -> None:
+        """Until the honest probe has had `answers` more answers: its first requests load
+        code on both sides, which the baseline must not measure."""
+        target = self.probe.count()[0] + answers
+        self.wait_for(lambda: self.probe.count()[0] >= target, "the honest probe's warm-up")
+
+    def caught_up(self, socks: Sequence[socket.socket], what: str) -> bool:
+        """Until the broker has accepted `socks` and read what was sent on them."""
+        return self.wait_for(lambda: self.target.caught_up(socks), f"the broker taking {what}")
+
+    def sync_log(self, timeout: float = 10.0) -> None:
+        """Until every line the broker has logged so far is in `target.output`: it logs one
+        of ours after them on the same stream (a negative frame size closes a connection
+        with a WARNING naming the size)."""
+        size = -1 - int.from_bytes(os.urandom(3), "big")
+        marker = f"negative frame size {size}"
+        start = len(self.target.output)
+        with contextlib.suppress(OSError), connect(self.bootstrap, timeout=5.0) as sock:
+            sock.sendall(struct.pack(">i", size))
+        self.wait_for(
+            lambda: any(marker in line for line in self.target.output[start:]),
+            "the broker logging a marker line",
+            timeout,
+        )
+
     def window(self, seconds: float) -> Rate:
         start = self.mark()
         time.sleep(seconds)
@@ -692,7 +772,7 @@ def measure(scenario: Scenario, kill_margin: int = 512 * MiB) -> Measurement:
         keep_stored = produce_values(target.bootstrap, KEEP_TOPIC, KEEP_VALUES)
         with HonestProbe(target.bootstrap) as probe:
             run = Run(target, probe, m)
-            time.sleep(0.3)  # first requests load code on both sides
+            run.warm_up()
             windows = [run.window(0.4) for _ in range(3)]
             m.baseline = Rate(
                 statistics.median(w.wall for w in windows),
@@ -850,7 +930,8 @@ def long_polls(connections: int = 100, repeats: int = 1000) -> Callable[[Run], N
         encoded = encode(FETCH, 11, request, 1, "poller")
         socks = open_connections(run.bootstrap, connections, encoded)
         try:
-            time.sleep(0.3)
+            # Measure once the broker has read every poll, not after a guessed delay.
+            run.caught_up(socks, "the long polls")
             run.during(1.0)
         finally:
             close_all(socks)  # the attackers go away; their polls must go with them
@@ -1065,7 +1146,7 @@ def idle_memory(connections: int = 1000) -> Callable[[Run], None]:
         before = run.target.rss()
         socks = open_connections(run.bootstrap, connections)
         try:
-            time.sleep(1.0)  # let the broker accept them all
+            run.caught_up(socks, "the idle connections")  # every one accepted
             grown = run.target.rss() - before
             run.fact(
                 f"{len(socks)} idle connections: RSS +{grown / MiB:,.0f} MiB "
@@ -1318,7 +1399,7 @@ def nulls(run: Run) -> None:
     if outcomes["undecodable"]:
         run.problem(f"{outcomes['undecodable']} answers to null arrays could not be decoded")
     run.after()
-    time.sleep(0.3)  # let the last log lines arrive
+    run.sync_log()  # every line logged for the null arrays is read by now
     log = run.target.log_text()
     tracebacks = log.count("Traceback")
     errors = sum(" ERROR " in line for line in log.splitlines())

@@ -1242,6 +1242,7 @@ class LogRecord:
     logger: str
     message: str
     lines: list[str] = field(default_factory=list)  # the traceback, if any
+    seq: int = 0  # how many records were read before this one
 
     @property
     def exception(self) -> str:
@@ -1284,6 +1285,9 @@ class LogRecord:
         return "\n".join(lines)
 
 
+_ERROR_LEVELS = ("ERROR", "CRITICAL", "OUTPUT")
+
+
 class BrokerLog:
     """Drains the child's stdout and stderr (a full pipe would block the broker) and keeps
     the records at WARNING and above."""
@@ -1292,6 +1296,7 @@ class BrokerLog:
         self.records: deque[LogRecord] = deque(maxlen=keep)
         self.counts: Counter[str] = Counter()
         self.first_seen: dict[str, LogRecord] = {}
+        self.read = 0  # records read so far
         self._lock = threading.Lock()
         self._threads = []
         for stream, parse in ((process.stderr, True), (process.stdout, False)):
@@ -1319,7 +1324,7 @@ class BrokerLog:
                     # the lines that follow belong to it.
                     current = LogRecord(time.time(), "OUTPUT", "stderr", line)
                     with self._lock:
-                        self.records.append(current)
+                        self._append(current)
 
     def _add(self, found: re.Match[str]) -> LogRecord:
         stamp, level, logger, message = found.groups()
@@ -1329,16 +1334,31 @@ class BrokerLog:
             at = time.time()
         record = LogRecord(at, level, logger, message)
         with self._lock:
-            self.records.append(record)
+            self._append(record)
         return record
+
+    def _append(self, record: LogRecord) -> None:
+        record.seq = self.read
+        self.read += 1
+        self.records.append(record)
+
+    def count(self) -> int:
+        with self._lock:
+            return self.read
+
+    def logged(self, text: str, since: int) -> bool:
+        """Whether a record read as number `since` or later has `text` in its message."""
+        with self._lock:
+            return any(text in r.message for r in self.records if r.seq >= since)
+
+    def errors_from(self, since: int) -> list[LogRecord]:
+        """The errors read as number `since` or later."""
+        with self._lock:
+            return [r for r in self.records if r.seq >= since and r.level in _ERROR_LEVELS]
 
     def errors(self, since: float = 0.0) -> list[LogRecord]:
         with self._lock:
-            return [
-                r
-                for r in self.records
-                if r.at >= since and r.level in ("ERROR", "CRITICAL", "OUTPUT")
-            ]
+            return [r for r in self.records if r.at >= since and r.level in _ERROR_LEVELS]
 
     def join(self, timeout: float = 2.0) -> None:
         for thread in self._threads:
@@ -1351,9 +1371,9 @@ class BrokerLog:
 BROKER_SOURCE_ENV = "MINIBROKER_FUZZ_BROKER_SOURCE"
 
 
-def start_child(**settings: Any) -> tuple[ChildBroker, BrokerLog]:
-    """A child broker logging at ERROR, its output drained from the start."""
-    broker = ChildBroker(log_level="ERROR", **settings)
+def start_child(log_level: str = "ERROR", **settings: Any) -> tuple[ChildBroker, BrokerLog]:
+    """A child broker logging at `log_level`, its output drained from the start."""
+    broker = ChildBroker(log_level=log_level, **settings)
     source = os.environ.get(BROKER_SOURCE_ENV)
     if source:
         # `python -m` puts the working directory first on sys.path.
@@ -2093,18 +2113,27 @@ def _candidates(campaign: Campaign, failure: Failure, limit: int = 48) -> list[i
 
 
 async def _warm_child(frames: Sequence[bytes]) -> tuple[ChildBroker, BrokerLog]:
-    broker, log = start_child()
+    # At WARNING, so that _log_barrier's marker line is logged.
+    broker, log = start_child(log_level="WARNING")
     await warm_up(broker.bootstrap, frames)
     return broker, log
 
 
-async def _logs(log: BrokerLog, signature: str, since: float, wait: float = 0.5) -> bool:
-    deadline = time.monotonic() + wait
-    while True:
-        if any(r.signature == signature for r in log.errors(since)):
-            return True
-        if time.monotonic() >= deadline:
-            return False
+async def _log_barrier(broker: ChildBroker, log: BrokerLog, timeout: float = 10.0) -> None:
+    """Until every line the broker has logged so far is in `log`: it logs one of ours
+    after them, on the same stream (a negative frame size closes the connection with a
+    WARNING naming the size). A broker that died has written all it will: read to EOF."""
+    size = -1 - secrets.randbelow(1 << 24)
+    marker = f"negative frame size {size}"
+    start = log.count()
+    await exchange(broker.bootstrap, _I32.pack(size), timeout=2.0)
+    deadline = time.monotonic() + timeout
+    while not log.logged(marker, start):
+        if not broker.alive():
+            await asyncio.to_thread(log.join)
+            return
+        if time.monotonic() > deadline:
+            return  # a broker too old to log the marker: what was read is what there is
         await asyncio.sleep(0.02)
 
 
@@ -2114,13 +2143,17 @@ async def _try(
     """Replay setup frames, then `m`; True if `m` made the broker log the failure."""
     for frame in setup:
         await exchange(broker.bootstrap, frame.data, timeout=1.0)
-    await asyncio.sleep(0.05)  # let the setup frames' own log lines arrive first
-    since = time.time()
+    # A frame's lines are logged before it is answered or its connection closed, and read
+    # in the order they were written: between a barrier after the setup frames and one
+    # after `m`, the lines are m's (or a setup frame's still pending, a join say).
+    await _log_barrier(broker, log)
+    since = log.count()
     head = m.head
     # A join may be answered (and its answer fail) only when the rebalance completes.
     waits = head is not None and head.api_key in LONG_POLL_KEYS
     await exchange(broker.bootstrap, m.data, timeout=8.0 if waits else 2.0)
-    return await _logs(log, failure.signature, since)
+    await _log_barrier(broker, log)
+    return any(r.signature == failure.signature for r in log.errors_from(since))
 
 
 async def find_reproducers(

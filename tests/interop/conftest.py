@@ -58,26 +58,39 @@ def stored_batch_headers(broker: Broker, topic: str, partition: int = 0) -> list
     return broker._on_loop(read)
 
 
+def answer_times(broker: Broker, client_id: str, api: str) -> list[float]:
+    """When the broker answered the `api` requests one client sent (seconds), oldest first."""
+    # On the broker's loop: its request log is appended to there.
+    records = broker._on_loop(broker.recent_requests)
+    return [r.at for r in records if r.api == api and r.client_id == client_id]
+
+
 def fetch_arrivals(broker: Broker, client_id: str) -> list[float]:
-    """Arrival times (seconds) of the Fetch requests one client sent, oldest first."""
-    return [
-        record.at
-        for record in broker.recent_requests()
-        if record.api == "Fetch" and record.client_id == client_id
-    ]
+    """When the broker answered the Fetch requests one client sent (seconds), oldest first."""
+    return answer_times(broker, client_id, "Fetch")
+
+
+# Enough answered fetches for assert_fetches_waited to see two gaps.
+WAITED_FETCHES = 3
+# Slack over max_wait for a gap between two empty fetches: the client's own turnaround
+# on a loaded machine. Only a hold far past max_wait (a fetch left hanging) exceeds it.
+FETCH_GAP_SLACK = 5.0
 
 
 def assert_fetches_waited(broker: Broker, client_id: str, max_wait_ms: int) -> None:
     """Each empty fetch must be held for about max_wait before the next one can follow.
 
     A client keeps at most one fetch in flight per broker and sends the next as soon as the
-    previous is answered, so the spacing between its fetch requests is how long the broker
-    held each one. A broker that answered an empty fetch at once would show a tight loop.
+    previous is answered, so the spacing between the answers to its fetches is how long the
+    broker held each one. A broker that answered an empty fetch at once would show a tight
+    loop; one that held it far past max_wait, gaps of seconds.
     """
     arrivals = fetch_arrivals(broker, client_id)
     assert len(arrivals) >= 2, f"expected repeated fetches from {client_id}, got {arrivals}"
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
     assert min(gaps) >= max_wait_ms / 1000 / 2, f"fetches were not held: gaps {gaps}"
+    ceiling = max_wait_ms / 1000 + FETCH_GAP_SLACK
+    assert max(gaps) <= ceiling, f"fetches were held past max_wait: gaps {gaps}"
 
 
 def murmur2(data: bytes) -> int:

@@ -42,10 +42,14 @@ from tests.interop.conftest import (
     LARGE_TOPIC_CONFIGS,
     ONE_MIB,
     SMALL_FETCH_LIMIT,
+    WAITED_FETCHES,
+    answer_times,
     assert_fetches_waited,
+    fetch_arrivals,
     now_ms,
     stored_batch_headers,
     unique_client_id,
+    wait_until,
 )
 
 TIMEOUT = 15  # seconds for any one client operation
@@ -246,7 +250,9 @@ def test_confluent_kafka_seek_earliest_latest_and_by_timestamp(
     with producer(kafka_broker) as client:
         for i in range(5):
             client.produce(topic, b"%d" % i, partition=0, timestamp=CREATE_TIME_MS + i * 1000)
-    with consumer(kafka_broker, **{"auto.offset.reset": "earliest"}) as reader:
+    client_id = unique_client_id("confluent-seek")
+    settings = {"auto.offset.reset": "earliest", "client.id": client_id}
+    with consumer(kafka_broker, **settings) as reader:
         tp = TopicPartition(topic, 0)
         assert reader.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 5)
         reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -265,8 +271,14 @@ def test_confluent_kafka_seek_earliest_latest_and_by_timestamp(
 
         reader.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
         assert consume(reader, 1)[0].offset() == 0
+        resolved = len(answer_times(kafka_broker, client_id, "ListOffsets"))
         reader.seek(TopicPartition(topic, 0, OFFSET_END))
-        time.sleep(0.3)  # let the seek to the end resolve before the new record exists
+        # librdkafka resolves OFFSET_END with a ListOffsets of its own; once the broker
+        # has answered it (end offset 5), the new record cannot move the seek past itself.
+        assert wait_until(
+            lambda: len(answer_times(kafka_broker, client_id, "ListOffsets")) > resolved,
+            TIMEOUT,
+        ), "the seek to the end sent no ListOffsets"
         with producer(kafka_broker) as client:
             client.produce(topic, b"new", partition=0)
         [newest] = consume(reader, 1)
@@ -342,8 +354,10 @@ def test_confluent_kafka_empty_fetch_waits_max_wait(
     settings = {"fetch.wait.max.ms": max_wait_ms, "client.id": client_id}
     with consumer(kafka_broker, **settings) as reader:
         reader.assign([TopicPartition(topic, 0, OFFSET_END)])
-        deadline = time.monotonic() + 4 * max_wait_ms / 1000
-        while time.monotonic() < deadline:
+        # Poll until the broker has answered enough fetches, not for a fixed time.
+        deadline = time.monotonic() + TIMEOUT
+        while len(fetch_arrivals(kafka_broker, client_id)) < WAITED_FETCHES:
+            assert time.monotonic() < deadline, fetch_arrivals(kafka_broker, client_id)
             assert reader.poll(max_wait_ms / 1000) is None
     assert_fetches_waited(kafka_broker, client_id, max_wait_ms)
 

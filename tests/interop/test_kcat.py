@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,14 @@ from tests.interop.conftest import (
     LARGE_CLIENT_LIMIT,
     LARGE_TOPIC_CONFIGS,
     ONE_MIB,
+    WAITED_FETCHES,
     assert_fetches_waited,
+    fetch_arrivals,
     key_for_each_partition,
     now_ms,
     stored_batch_headers,
     unique_client_id,
+    wait_until,
 )
 
 KCAT = shutil.which("kcat")
@@ -283,9 +285,13 @@ def test_kcat_empty_fetch_waits_max_wait(kafka_broker: Broker, kafka_topic: Topi
         f"client.id={client_id}",
     ]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as reader:
-        time.sleep(4 * max_wait_ms / 1000)
+        # Stop kcat once the broker has answered enough fetches, not after a fixed time.
+        waited = wait_until(
+            lambda: len(fetch_arrivals(kafka_broker, client_id)) >= WAITED_FETCHES, TIMEOUT
+        )
         reader.send_signal(signal.SIGINT)
         stdout, _ = reader.communicate(timeout=TIMEOUT)
+    assert waited, fetch_arrivals(kafka_broker, client_id)
     assert stdout == b""
     assert_fetches_waited(kafka_broker, client_id, max_wait_ms)
 
