@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 
 from kio.schema.errors import ErrorCode
 
@@ -27,11 +28,15 @@ class CreationAllowance:
         self.remaining -= max(partitions, 0)
         return True
 
-    def refusal(self) -> str:
+    @functools.cached_property
+    def _refusal(self) -> str:
         return (
             f"this request would create more than {self.limit} partitions "
             "(max_partitions_per_request); send it in smaller parts"
         )
+
+    def refusal(self) -> str:
+        return self._refusal
 
 
 def millis(delta: datetime.timedelta) -> int:

@@ -48,8 +48,8 @@ def _result(
     )
 
 
-def _refusal(ctx: RequestContext, name: str, message: str) -> bytes:
-    """A refused topic's result, from a template: a request may name 100,000 topics."""
+def _refusals(ctx: RequestContext, message: str) -> StringVariants:
+    """Refused topics' results, from a template: a request may name 100,000 topics."""
     variants = _REFUSALS.get((ctx.version, message))
     if variants is None:
         template = ctx.make(
@@ -64,7 +64,7 @@ def _refusal(ctx: RequestContext, name: str, message: str) -> bytes:
             configs=None,
         )
         variants = _REFUSALS[(ctx.version, message)] = StringVariants(template, "name")
-    return variants.encode(name)
+    return variants
 
 
 @api(19, "CreateTopics", 2, 7)
@@ -72,6 +72,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     results: list[bytes] = []
     allowance = CreationAllowance(cluster.config.max_partitions_per_request)
+    refused: StringVariants | None = None
     for wanted in request.topics:
         partitions = (
             wanted.num_partitions if wanted.num_partitions != -1 else cluster.config.num_partitions
@@ -82,7 +83,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results.append(_result(ctx, wanted.name, ErrorCode.invalid_request, message))
             continue
         if not allowance.take(partitions):
-            results.append(_refusal(ctx, wanted.name, allowance.refusal()))
+            if refused is None:
+                refused = _refusals(ctx, allowance.refusal())
+            results.append(refused.encode(wanted.name))
             continue
         try:
             topic = cluster.topics.create(

@@ -262,6 +262,9 @@ class StringVariants:
         return struct.pack(">h", len(data)) + data
 
     def encode(self, text: str) -> bytes:
+        data = text.encode()
+        if self._compact and len(data) < 0x7F:  # the usual short name: a one-byte length
+            return b"".join((self._before, bytes((len(data) + 1,)), data, self._after))
         return b"".join((self._before, self._string(text), self._after))
 
 
