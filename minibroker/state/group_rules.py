@@ -39,7 +39,9 @@ generation, then the state):
                  v0-v8 name the replaced (old) member id leader, with no member list, so the
                  new instance runs no assignment (KIP-345). Otherwise it rebalances.
     SyncGroup    wrong generation: ILLEGAL_GENERATION; during PreparingRebalance:
-                 REBALANCE_IN_PROGRESS; followers wait for the leader.
+                 REBALANCE_IN_PROGRESS; followers wait for the leader (their session does
+                 not run meanwhile); a wait that a rebalance ends is answered
+                 REBALANCE_IN_PROGRESS and the member's session starts again from then.
     Heartbeat    unknown member: UNKNOWN_MEMBER_ID; wrong generation: ILLEGAL_GENERATION
                  (also during PreparingRebalance, and it does not keep the member alive);
                  PreparingRebalance: REBALANCE_IN_PROGRESS (the member must rejoin).

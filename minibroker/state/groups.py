@@ -435,7 +435,9 @@ class GroupCoordinator:
             if member.sync_slot is not None:
                 member.sync_slot.fill(SyncOutcome(error=rules.REBALANCE_IN_PROGRESS))
                 member.sync_slot = None
-                # No longer awaiting an answer: its session deadline counts again.
+                # Answered: its session starts again from now, as Kafka's does, so a member
+                # that waited on a slow leader longer than its session can still rejoin.
+                member.heartbeat_deadline = now + member.session_timeout_ms / 1000
                 self._arm(group, Timer.HEARTBEAT, member.member_id, member.heartbeat_deadline)
         group.transition(GroupState.PREPARING_REBALANCE)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)

@@ -508,7 +508,16 @@ def test_next_deadline_is_the_earliest_session_expiry() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("", 0), ("hello", 99162322), ("Aa", 2112), ("BB", 2112), ("polygenelubricants", -(2**31))],
+    [
+        ("", 0),
+        ("a", 97),
+        ("hello", 99162322),
+        ("Aa", 2112),
+        ("BB", 2112),
+        ("polygenelubricants", -(2**31)),
+        ("\u20ac", 8364),  # one UTF-16 unit above 0xFF
+        ("\U0001f600", 0xD83D * 31 + 0xDE00),  # a surrogate pair: two units
+    ],
 )
 def test_java_string_hash_matches_java(text: str, expected: int) -> None:
     assert java_string_hash(text) == expected
@@ -526,6 +535,8 @@ def test_subscription_metadata_is_parsed_for_topic_names() -> None:
     )
     assert parse_subscription(metadata) == ["a", "bc"]
     assert parse_subscription(b"\x00") is None
+    assert parse_subscription(b"\x00\x01\x00\x00\x00\x00") == []
+    assert parse_subscription(b"\x00\x01\xff\xff\xff\xff") == [], "a null topic array"
 
 
 # --- timers at scale and offset expiry ---

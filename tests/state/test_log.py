@@ -269,3 +269,19 @@ def test_a_timestamp_lookup_decodes_a_bounded_number_of_records(
     decoded = 0
     assert log.max_timestamp() == (count - 1, 5000)
     assert decoded <= log_module.MAX_RECORDS_SCANNED
+
+
+def test_bytes_from_counts_the_batch_holding_the_offset_and_all_after_it() -> None:
+    """What a Fetch at `offset` could return, for deciding whether min_bytes is met."""
+    log = PartitionLog()
+    assert log.bytes_from(0) == 0
+    _append(log, 3)
+    _append(log, 2, value=b"x" * 50)
+    _append(log, 1, value=b"y" * 10)
+    sizes = [len(b) for b in log.batches()]
+    assert log.bytes_from(0) == log.size_bytes == sum(sizes)
+    assert log.bytes_from(2) == sum(sizes)
+    assert log.bytes_from(3) == log.bytes_from(4) == sizes[1] + sizes[2]
+    assert log.bytes_from(5) == sizes[2]
+    assert log.bytes_from(6) == 0, "the log end: nothing to read yet"
+    assert log.bytes_from(100) == 0

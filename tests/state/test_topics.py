@@ -195,3 +195,116 @@ def test_error_carries_a_message() -> None:
     with pytest.raises(TopicError) as info:
         _registry().create("a b", 1)
     assert "a b" in info.value.message and str(info.value) == info.value.message
+
+
+# --- the cluster's partition limit and what errors tell the client ---
+
+POLICY_VIOLATION = 44
+
+
+def _limited(per_broker: int, brokers: list[int] | None = None) -> TopicRegistry:
+    ids = brokers or [0]
+    return TopicRegistry(lambda: ids, max_partitions_per_broker=per_broker)
+
+
+def _message(call: object, *args: object, **kwargs: object) -> str:
+    assert callable(call)
+    with pytest.raises(TopicError) as info:
+        call(*args, **kwargs)
+    return info.value.message
+
+
+def test_the_partition_limit_counts_every_topic_created() -> None:
+    registry = _limited(6)
+    registry.create("a", 2)
+    registry.create("b", 2)
+    assert _code(registry.create, "c", 3) == POLICY_VIOLATION
+    registry.create("c", 2)  # exactly at the limit
+    assert _code(registry.create, "d", 1) == POLICY_VIOLATION
+    message = _message(registry.create, "d", 1)
+    assert "limit of 6" in message and "6 exist" in message
+
+
+def test_the_partition_limit_scales_with_the_broker_count() -> None:
+    assert _code(_limited(3).create, "t", 4) == POLICY_VIOLATION
+    registry = _limited(3, [0, 1])
+    registry.create("t", 6)
+    assert _code(registry.create, "u", 1) == POLICY_VIOLATION
+
+
+def test_the_default_partition_limit_is_100000_per_broker() -> None:
+    registry = _registry()
+    assert registry.create("big", 100_000, validate_only=True) is None
+    registry.create("t", 1)
+    assert _code(registry.create, "big", 100_000, validate_only=True) == POLICY_VIOLATION
+    registry.add_partitions("t", 100_000, validate_only=True)
+    assert _code(registry.add_partitions, "t", 100_001, validate_only=True) == INVALID_PARTITIONS
+
+
+def test_deleting_a_topic_frees_its_partitions_for_the_limit() -> None:
+    registry = _limited(5)
+    registry.create("a", 3)
+    registry.create("b", 2)
+    registry.delete("a")
+    registry.create("c", 3)
+    assert _code(registry.create, "d", 1) == POLICY_VIOLATION
+
+
+def test_added_partitions_count_against_the_limit_by_how_many_are_new() -> None:
+    registry = _limited(10)
+    registry.create("t", 4)
+    registry.add_partitions("t", 7)  # 3 more: 7 in all
+    registry.create("u", 3)
+    assert _code(registry.create, "v", 1) == POLICY_VIOLATION
+    assert _code(registry.add_partitions, "t", 8) == POLICY_VIOLATION
+
+
+def test_internal_topics_are_marked_internal() -> None:
+    registry = _registry()
+    internal = registry.create("__consumer_offsets", 1, internal=True)
+    plain = registry.create("t", 1)
+    assert internal is not None and internal.internal is True
+    assert plain is not None and plain.internal is False
+
+
+def test_refusals_explain_themselves_to_the_client() -> None:
+    registry = _registry()
+    registry.create("orders", 2)
+    assert "'orders'" in _message(registry.create, "orders", 1)
+    assert "0" in _message(registry.create, "t", 0)
+    assert "100001" in _message(registry.create, "t", 100_001)
+    assert "replication factor 2" in _message(registry.create, "t", 1, replication_factor=2)
+    assert "'nope'" in _message(registry.delete, "nope")
+    assert "'nope'" in _message(registry.add_partitions, "nope", 3)
+    assert "2 partitions" in _message(registry.add_partitions, "orders", 2)
+    assert "100001" in _message(registry.add_partitions, "orders", 100_001)
+    assert "'retention.forever'" in _message(
+        registry.create, "t", 1, configs={"retention.forever": "1"}
+    )
+    assert "'-5'" in _message(registry.create, "t", 1, configs={"max.message.bytes": "-5"})
+    assert "'Sometime'" in _message(
+        registry.create, "t", 1, configs={"message.timestamp.type": "Sometime"}
+    )
+
+
+def test_long_names_are_cut_short_in_messages() -> None:
+    registry = _registry()
+    exact = "n" * 100
+    registry.create(exact, 1)
+    assert repr(exact) in _message(registry.create, exact, 1)
+    long = "l" * 150
+    registry.create(long, 1)
+    message = _message(registry.create, long, 1)
+    assert repr("l" * 100 + "...") in message and long not in message
+
+
+def test_configs_set_to_null_are_skipped_and_the_rest_still_checked() -> None:
+    registry = _registry()
+    with_null = {"cleanup.policy": None, "max.message.bytes": "0"}
+    assert _code(registry.create, "t", 1, configs=with_null) == INVALID_CONFIG
+    topic = registry.create(
+        "t", 1, configs={"cleanup.policy": None, "message.timestamp.type": "CreateTime"}
+    )
+    assert topic is not None and topic.configs == {"message.timestamp.type": "CreateTime"}
+    smallest = registry.create("u", 1, configs={"max.message.bytes": "1"})
+    assert smallest is not None and smallest.max_message_bytes == 1
