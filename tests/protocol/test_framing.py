@@ -229,3 +229,39 @@ def test_shrink_keeps_a_partial_frame() -> None:
     assert _feed_receiver(receiver, frame[:20], 10**6) == []
     receiver.shrink()
     assert _feed_receiver(receiver, frame[20:], 10**6) == [b"p" * 40]
+
+
+def test_shrink_after_growth_keeps_a_partial_frame() -> None:
+    """A grown scratch buffer is not given back while it holds part of a frame."""
+    receiver = FrameReceiver(scratch_bytes=1024, max_scratch_bytes=16 * 1024)
+    small = encode_frame(b"r" * 100)
+    assert _feed_receiver(receiver, small * 2000, 10**9) == [b"r" * 100] * 2000
+    assert receiver.held > 1024
+    frame = encode_frame(b"p" * 300)
+    assert _feed_receiver(receiver, frame[:150], 10**6) == []
+    receiver.shrink()
+    assert receiver.held > 1024
+    assert _feed_receiver(receiver, frame[150:], 10**6) == [b"p" * 300]
+
+
+def test_a_limit_of_one_byte_is_allowed() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1)
+    assert decoder.feed(encode_frame(b"x")) == [b"x"]
+    with pytest.raises(FrameError):
+        decoder.feed(encode_frame(b"xy"))
+
+
+def test_a_non_positive_limit_is_refused_with_a_reason() -> None:
+    with pytest.raises(ValueError, match=r"^max_frame_bytes must be positive$"):
+        FrameDecoder(max_frame_bytes=0)
+
+
+def test_a_fed_bytearray_is_copied_before_the_caller_reuses_it() -> None:
+    """A transport reads into one buffer again and again: a frame split across reads
+    must keep the bytes it was fed, not what the buffer holds later."""
+    decoder = FrameDecoder()
+    stream = encode_frame(b"first-half|second-half")
+    buffer = bytearray(stream[:12])
+    assert decoder.feed(buffer) == []
+    buffer[:] = b"#" * 12
+    assert decoder.feed(memoryview(bytearray(stream[12:]))) == [b"first-half|second-half"]

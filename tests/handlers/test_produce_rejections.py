@@ -1,0 +1,278 @@
+"""Produce answers a client acts on, checked sans-IO at v9 (error messages are in the
+response from v8): the error code and message of every way a partition's records are
+refused, the base offset, log start offset and log append time of an accepted batch.
+
+A producer retries, refreshes metadata or gives up by the error code, and shows the
+error message to its user; LogAppendTime topics report the broker's clock, which is a
+FakeClock here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import gzip
+import struct
+from typing import Any
+
+import pytest
+
+from minibroker.protocol import records
+from minibroker.protocol.records import BatchHeader
+from tests.handlers.sansio import SansIOBroker
+from tests.rawclient import make
+
+PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
+VERSION = 9
+
+NONE = 0
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+MESSAGE_TOO_LARGE = 10
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_TXN_STATE = 48
+INVALID_RECORD = 87
+
+NOW_MS = 1_700_000_000_000
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    error_code: int
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    error_message: str | None
+    record_errors: Any
+
+
+def batch(values: list[bytes], **header: int) -> bytes:
+    """An uncompressed batch of `values`, with header fields replaced (CRC redone)."""
+    return restamp(records.build_batch([(None, v) for v in values], timestamp_ms=NOW_MS), **header)
+
+
+def restamp(data: bytes, **fields: int) -> bytes:
+    """The batch with header fields replaced and a CRC that matches them."""
+    header = dataclasses.replace(records.read_header(data), **fields)
+    out = bytearray(data)
+    _HEADER.pack_into(out, 0, *dataclasses.astuple(header))
+    struct.pack_into(">I", out, 17, records.crc32c(memoryview(out)[records.CRC_START :]))
+    return bytes(out)
+
+
+def gzipped(values: list[bytes]) -> bytes:
+    """`values` as one gzip batch, compressed as a client does."""
+    plain = records.build_batch([(None, v) for v in values], timestamp_ms=NOW_MS)
+    payload = gzip.compress(plain[records.HEADER_SIZE :])
+    head = bytearray(plain[: records.HEADER_SIZE])
+    struct.pack_into(">i", head, 8, records.HEADER_SIZE - records.LOG_OVERHEAD + len(payload))
+    struct.pack_into(">h", head, 21, 1)  # attributes: gzip
+    return restamp(bytes(head) + payload)
+
+
+def produce(broker: SansIOBroker, topic: str, data: bytes | None, *, partition: int = 0) -> Answer:
+    part = make(PRODUCE, VERSION, "PartitionProduceData", index=partition, records=data)
+    topic_data = make(PRODUCE, VERSION, "TopicProduceData", name=topic, partition_data=(part,))
+    response = broker.call(
+        PRODUCE,
+        VERSION,
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(topic_data,),
+    )
+    (topic_response,) = response.responses
+    assert topic_response.name == topic
+    (answer,) = topic_response.partition_responses
+    assert answer.index == partition
+    append_time = answer.log_append_time
+    return Answer(
+        answer.error_code.value,
+        int(answer.base_offset),
+        -1 if append_time is None else int(append_time.timestamp() * 1000),
+        int(answer.log_start_offset),
+        answer.error_message,
+        answer.record_errors,
+    )
+
+
+def stored(broker: SansIOBroker, topic: str) -> list[BatchHeader]:
+    """The headers of the batches partition 0 of `topic` holds."""
+    log = broker.cluster.topics.get(topic).partitions[0].log  # type: ignore[union-attr]
+    data = log.read(0, 1 << 30)
+    return [header for header, _ in records.split_batches(data)] if data else []
+
+
+@pytest.fixture
+def broker() -> SansIOBroker:
+    broker = SansIOBroker(nodes=2)
+    broker.cluster.topics.create("orders", 2)  # partition 0 led by node 0, 1 by node 1
+    return broker
+
+
+def refused(code: int, message: str) -> Answer:
+    return Answer(code, -1, -1, -1, message, ())
+
+
+def test_an_accepted_batch_reports_its_offsets(broker: SansIOBroker) -> None:
+    assert produce(broker, "orders", batch([b"a", b"b"])) == Answer(NONE, 0, -1, 0, None, ())
+    assert produce(broker, "orders", batch([b"c"])) == Answer(NONE, 2, -1, 0, None, ())
+    assert [h.base_offset for h in stored(broker, "orders")] == [0, 2]
+
+
+@pytest.mark.parametrize("partition", [2, -1])
+def test_a_partition_the_topic_lacks(broker: SansIOBroker, partition: int) -> None:
+    answer = produce(broker, "orders", batch([b"a"]), partition=partition)
+    assert answer == refused(UNKNOWN_TOPIC_OR_PARTITION, f"orders-{partition} does not exist")
+
+
+def test_a_partition_another_broker_leads(broker: SansIOBroker) -> None:
+    answer = produce(broker, "orders", batch([b"a"]), partition=1)
+    assert answer == refused(NOT_LEADER_OR_FOLLOWER, "broker 0 does not lead orders-1 (leader 1)")
+
+
+@pytest.mark.parametrize("data", [None, b""])
+def test_no_records(broker: SansIOBroker, data: bytes | None) -> None:
+    answer = produce(broker, "orders", data)
+    assert answer == refused(INVALID_RECORD, "no record batch in the request")
+
+
+def test_a_damaged_batch_is_corrupt(broker: SansIOBroker) -> None:
+    data = bytearray(batch([b"value"]))
+    data[-1] ^= 0xFF
+    answer = produce(broker, "orders", bytes(data))
+    assert answer == refused(CORRUPT_MESSAGE, "record batch CRC32C mismatch")
+
+
+def test_a_truncated_batch_is_corrupt(broker: SansIOBroker) -> None:
+    answer = produce(broker, "orders", batch([b"value"])[:15])
+    assert answer == refused(CORRUPT_MESSAGE, "truncated record batch")
+
+
+def test_an_old_message_format_is_unsupported(broker: SansIOBroker) -> None:
+    data = bytearray(batch([b"value"]))
+    data[16] = 1  # magic
+    answer = produce(broker, "orders", bytes(data))
+    assert answer == refused(
+        UNSUPPORTED_FOR_MESSAGE_FORMAT, "message format magic 1 is not supported"
+    )
+
+
+def test_two_batches_are_refused(broker: SansIOBroker) -> None:
+    answer = produce(broker, "orders", batch([b"a"]) + batch([b"b"]))
+    assert answer == refused(INVALID_RECORD, "expected one record batch, got 2")
+    assert stored(broker, "orders") == []
+
+
+def test_a_record_count_that_does_not_match_the_offset_delta(broker: SansIOBroker) -> None:
+    answer = produce(broker, "orders", batch([b"a"], record_count=2))
+    assert answer == refused(INVALID_RECORD, "record count 2 does not match offset delta 0")
+    assert stored(broker, "orders") == []
+
+
+def _most_records(size: int, ratio: int = 1) -> int:
+    return (size - records.HEADER_SIZE) * ratio // 7
+
+
+def test_more_records_than_the_batch_can_hold(broker: SansIOBroker) -> None:
+    """Each record takes at least 7 bytes: a header claiming more is refused, and the
+    log end offset does not move by the claimed count."""
+    size = len(batch([b"x" * 30]))
+    most = _most_records(size)
+    fits = batch([b"x" * 30], record_count=most, last_offset_delta=most - 1)
+    assert produce(broker, "orders", fits) == Answer(NONE, 0, -1, 0, None, ())
+    too_many = batch([b"x" * 30], record_count=most + 1, last_offset_delta=most)
+    answer = produce(broker, "orders", too_many)
+    assert answer == refused(
+        INVALID_RECORD, f"{most + 1} records cannot fit in a {size}-byte batch"
+    )
+    assert broker.cluster.topics.get("orders").partitions[0].log.next_offset == most  # type: ignore[union-attr]
+
+
+def test_compressed_records_may_outnumber_their_bytes(broker: SansIOBroker) -> None:
+    """A compressed batch of many small alike records is far smaller than 7 bytes each."""
+    data = gzipped([b"same"] * 2000)
+    assert _most_records(len(data)) < 2000
+    assert produce(broker, "orders", data) == Answer(NONE, 0, -1, 0, None, ())
+
+
+def test_a_compressed_batch_with_no_payload_holds_no_records(broker: SansIOBroker) -> None:
+    head = gzipped([b"a"])[: records.HEADER_SIZE]
+    empty = restamp(head, batch_length=records.HEADER_SIZE - records.LOG_OVERHEAD)
+    answer = produce(broker, "orders", empty)
+    assert answer == refused(
+        INVALID_RECORD, f"1 records cannot fit in a {records.HEADER_SIZE}-byte batch"
+    )
+
+
+def test_max_message_bytes_is_inclusive(broker: SansIOBroker) -> None:
+    data = batch([b"v" * 100])
+    broker.cluster.topics.create("limited", 1, configs={"max.message.bytes": str(len(data))})
+    assert produce(broker, "limited", data).error_code == NONE
+    bigger = batch([b"v" * 101])
+    answer = produce(broker, "limited", bigger)
+    assert answer == refused(
+        MESSAGE_TOO_LARGE,
+        f"batch of {len(bigger)} bytes exceeds max.message.bytes {len(data)}",
+    )
+
+
+@pytest.mark.parametrize("attributes", [0x10, 0x20, 0x30], ids=["txn", "control", "both"])
+def test_transactional_and_control_batches_are_refused(
+    broker: SansIOBroker, attributes: int
+) -> None:
+    data = batch([b"a"], attributes=attributes, producer_id=7, producer_epoch=0, base_sequence=0)
+    answer = produce(broker, "orders", data)
+    assert answer == refused(INVALID_TXN_STATE, "transactions are not served yet")
+    assert stored(broker, "orders") == []
+
+
+def test_an_out_of_order_sequence_says_what_was_expected(broker: SansIOBroker) -> None:
+    first = batch([b"a"], producer_id=7, producer_epoch=0, base_sequence=0)
+    assert produce(broker, "orders", first).error_code == NONE
+    gap = batch([b"b"], producer_id=7, producer_epoch=0, base_sequence=5)
+    answer = produce(broker, "orders", gap)
+    assert answer == refused(OUT_OF_ORDER_SEQUENCE_NUMBER, "producer 7 sent sequence 5, expected 1")
+
+
+def test_a_duplicate_is_acknowledged_without_a_log_append_time() -> None:
+    broker = SansIOBroker()
+    broker.cluster.topics.create("stamped", 1, configs={"message.timestamp.type": "LogAppendTime"})
+    first = batch([b"a"], producer_id=7, producer_epoch=0, base_sequence=0)
+    assert produce(broker, "stamped", first) == Answer(NONE, 0, NOW_MS, 0, None, ())
+    broker.clock.advance(1.0)
+    assert produce(broker, "stamped", first) == Answer(NONE, 0, -1, 0, None, ())
+    assert len(stored(broker, "stamped")) == 1
+
+
+@pytest.mark.parametrize("wall_ms", [NOW_MS, 0, 1234])
+def test_log_append_time_is_the_brokers_clock(wall_ms: int) -> None:
+    broker = SansIOBroker(wall_ms=wall_ms)
+    broker.cluster.topics.create("stamped", 1, configs={"message.timestamp.type": "LogAppendTime"})
+    assert produce(broker, "stamped", batch([b"a"])) == Answer(NONE, 0, wall_ms, 0, None, ())
+    (header,) = stored(broker, "stamped")
+    assert header.attributes & records.TIMESTAMP_TYPE_FLAG
+    assert header.max_timestamp == wall_ms
+
+
+def test_create_time_topics_report_no_log_append_time(broker: SansIOBroker) -> None:
+    assert produce(broker, "orders", batch([b"a"])).log_append_time == -1
+    (header,) = stored(broker, "orders")
+    assert not header.attributes & records.TIMESTAMP_TYPE_FLAG
+    assert header.max_timestamp == NOW_MS
+
+
+def test_log_append_time_keeps_the_compression_codec() -> None:
+    """Stamping LogAppendTime rewrites the attributes: the codec bits must survive, or
+    consumers read a gzip payload as plain records."""
+    broker = SansIOBroker()
+    broker.cluster.topics.create("stamped", 1, configs={"message.timestamp.type": "LogAppendTime"})
+    assert produce(broker, "stamped", gzipped([b"a", b"b"])).error_code == NONE
+    assert produce(broker, "stamped", gzipped([b"c"])).base_offset == 2
+    for header in stored(broker, "stamped"):
+        assert header.compression == 1
+        assert header.attributes & records.TIMESTAMP_TYPE_FLAG
+        assert header.max_timestamp == NOW_MS
