@@ -7,10 +7,12 @@ broker answers (or that it closed the connection).
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import socket
 import struct
 import time
+from collections.abc import Callable
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -146,3 +148,20 @@ class RawClient:
             return False
         except OSError:
             return True
+
+
+def produce_batch(call: Callable[..., Any], topic: str, partition: int, batch: bytes) -> None:
+    """Produce one record batch with acks=-1 through `call` (RawClient.call, or any
+    callable with its signature) and check it was accepted."""
+    produce = 0
+    part = make(produce, 9, "PartitionProduceData", index=partition, records=batch)
+    topic_data = make(produce, 9, "TopicProduceData", name=topic, partition_data=(part,))
+    response = call(
+        produce,
+        9,
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(topic_data,),
+    )
+    assert response.responses[0].partition_responses[0].error_code.value == 0

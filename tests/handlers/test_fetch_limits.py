@@ -27,7 +27,7 @@ from minibroker.cluster import Cluster, host_port
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from minibroker.testing.plugin import ClusterFactory, TopicFactory
-from tests.rawclient import RawClient, make
+from tests.rawclient import RawClient, make, produce_batch
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 
@@ -64,17 +64,7 @@ class Want:
 
 
 def produce(client: RawClient, topic: str, partition: int, data: bytes) -> None:
-    part = make(PRODUCE, 9, "PartitionProduceData", index=partition, records=data)
-    topic_data = make(PRODUCE, 9, "TopicProduceData", name=topic, partition_data=(part,))
-    response = client.call(
-        PRODUCE,
-        9,
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
-    assert response.responses[0].partition_responses[0].error_code.value == NONE
+    produce_batch(client.call, topic, partition, data)
 
 
 def fill(

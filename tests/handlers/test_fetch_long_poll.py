@@ -22,7 +22,7 @@ from minibroker.dispatch import PendingReply
 from minibroker.protocol import records
 from minibroker.state.log import PartitionLog
 from tests.handlers.sansio import SansIOBroker, decode
-from tests.rawclient import make
+from tests.rawclient import make, produce_batch
 
 PRODUCE, FETCH = 0, 1
 VERSIONS = [4, 11, 13, 16]
@@ -74,17 +74,7 @@ class Broker(SansIOBroker):
         self.cluster.on_append.append(self.woken.append)
 
     def produce(self, topic: str, partition: int, value: bytes = b"v" * 100) -> None:
-        part = make(PRODUCE, 9, "PartitionProduceData", index=partition, records=one_batch(value))
-        topic_data = make(PRODUCE, 9, "TopicProduceData", name=topic, partition_data=(part,))
-        response = self.call(
-            PRODUCE,
-            9,
-            transactional_id=None,
-            acks=-1,
-            timeout=datetime.timedelta(seconds=5),
-            topic_data=(topic_data,),
-        )
-        assert response.responses[0].partition_responses[0].error_code.value == NONE
+        produce_batch(self.call, topic, partition, one_batch(value))
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         found = self.cluster.topics.get(topic)
