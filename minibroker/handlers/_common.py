@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import functools
 
 from kio.schema.errors import ErrorCode
 
@@ -28,15 +27,11 @@ class CreationAllowance:
         self.remaining -= max(partitions, 0)
         return True
 
-    @functools.cached_property
-    def _refusal(self) -> str:
+    def refusal(self) -> str:
         return (
             f"this request would create more than {self.limit} partitions "
             "(max_partitions_per_request); send it in smaller parts"
         )
-
-    def refusal(self) -> str:
-        return self._refusal
 
 
 def millis(delta: datetime.timedelta) -> int:

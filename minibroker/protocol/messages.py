@@ -262,15 +262,18 @@ class StringVariants:
         return struct.pack(">h", len(data)) + data
 
     def encode(self, text: str) -> bytes:
-        data = text.encode()
-        if self._compact and len(data) < 0x7F:  # the usual short name: a one-byte length
-            return b"".join((self._before, bytes((len(data) + 1,)), data, self._after))
         return b"".join((self._before, self._string(text), self._after))
+
+
+# Compact lengths below 0x7F are one byte; prebuilt, they cost a lookup.
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 
 
 def _array_length(count: int, flexible: bool) -> bytes:
     if not flexible:
         return _SIZE.pack(count)
+    if count < 0x7F:  # the usual case: a one-byte varint
+        return _ONE_BYTE[count + 1]
     value, out = count + 1, bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
