@@ -1,5 +1,36 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
 
 logging.getLogger("minibroker").setLevel(logging.INFO)
+
+
+def _cache_clearers() -> list[Callable[[], None]]:
+    from minibroker.handlers import create_topics, metadata
+    from minibroker.protocol import bounds, messages
+    from minibroker.state import groups
+
+    clearers = [
+        clear
+        for module in (bounds, messages, groups)
+        for value in vars(module).values()
+        if callable(clear := getattr(value, "cache_clear", None))
+    ]
+    tables = (messages._decoders, metadata._ERROR_ENTRIES, create_topics._REFUSALS)
+    return clearers + [table.clear for table in tables]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches_under_mutation() -> Iterator[None]:
+    """Under mutation testing (tools/mutation.py), start each test with the protocol
+    core's caches empty. mutmut forks every mutant's run from a process whose earlier
+    test runs filled them, so a mutant in code that builds a cached value (a compiled
+    bounds checker, an error-entry template) would otherwise never run at all."""
+    if os.environ.get("MUTANT_UNDER_TEST"):
+        for clear in _cache_clearers():
+            clear()
+    yield

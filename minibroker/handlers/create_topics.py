@@ -5,6 +5,8 @@ anything above the number of brokers is INVALID_REPLICATION_FACTOR. Unknown topi
 configs are INVALID_CONFIG. validate_only checks without creating. Topics beyond what
 one request may create (max_partitions_per_request, max_partitions_per_broker) get
 POLICY_VIOLATION with a message saying which limit.
+Created topics (and those validate_only would create) carry, from v5, every topic
+config with its value and source, as Kafka's do: the Java Admin client reads them.
 Not done: manual replica assignments (rejected with INVALID_REQUEST).
 """
 
@@ -17,10 +19,13 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol.messages import SplicedResponse, StringVariants, encode_entity
-from minibroker.state.topics import TopicError
+from minibroker.state.topics import TopicError, effective_configs, validate_topic_configs
 
 _REFUSALS: dict[tuple[int, str], StringVariants] = {}
 FLEXIBLE_VERSION = 5
+# DescribeConfigs' ConfigSource values.
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DEFAULT = 5
 
 
 def _result(
@@ -32,6 +37,7 @@ def _result(
     topic_id: Any = None,
     partitions: int = -1,
     replication: int = -1,
+    configs: Any = None,
 ) -> bytes:
     return encode_entity(
         ctx.make(
@@ -43,8 +49,24 @@ def _result(
             topic_config_error_code=0,
             num_partitions=partitions,
             replication_factor=replication,
-            configs=None,
+            configs=configs,
         )
+    )
+
+
+def _configs(ctx: RequestContext, configs: dict[str, str]) -> tuple[Any, ...] | None:
+    if ctx.version < FLEXIBLE_VERSION:
+        return None
+    return tuple(
+        ctx.make(
+            "CreatableTopicConfigs",
+            name=name,
+            value=value,
+            read_only=False,
+            config_source=SOURCE_DYNAMIC_TOPIC if set_on_topic else SOURCE_DEFAULT,
+            is_sensitive=False,
+        )
+        for name, (value, set_on_topic) in sorted(effective_configs(configs).items())
     )
 
 
@@ -88,13 +110,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results.append(refused.encode(wanted.name))
             continue
         try:
+            asked = {c.name: c.value for c in wanted.configs}
             topic = cluster.topics.create(
                 wanted.name,
                 partitions,
                 replication_factor=replication,
-                configs={c.name: c.value for c in wanted.configs},
+                configs=asked,
                 validate_only=request.validate_only,
             )
+            configs = topic.configs if topic else validate_topic_configs(asked)
         except TopicError as exc:
             results.append(_result(ctx, wanted.name, error(exc.error_code), exc.message))
             continue
@@ -107,6 +131,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic.topic_id if topic else None,
                 partitions=partitions,
                 replication=replication,
+                configs=_configs(ctx, configs),
             )
         )
     response = ctx.response(throttle_time=NO_THROTTLE, topics=())

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS, quoted
+from minibroker.state.topics import quoted
 
 TOPIC = 2
 BROKER = 4
@@ -95,10 +95,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
                 continue
             values = {
-                name: (topic.configs[name], SOURCE_DYNAMIC_TOPIC)
-                if name in topic.configs
-                else (default, SOURCE_DEFAULT)
-                for name, default in TOPIC_CONFIG_DEFAULTS.items()
+                name: (value, SOURCE_DYNAMIC_TOPIC if set_on_topic else SOURCE_DEFAULT)
+                for name, (value, set_on_topic) in topic.effective_configs().items()
             }
             results.append(
                 _result(

@@ -297,6 +297,7 @@ def _per_class(build: Callable[[type[Any]], _T]) -> Callable[[type[Any]], _T]:
             return result
 
     get.__doc__ = build.__doc__
+    setattr(get, "cache_clear", built.clear)  # noqa: B010  (as functools.cache offers)
     return get
 
 

@@ -1,8 +1,8 @@
 """Length-prefixed frames: every Kafka request and response is an int32 size and a body.
 
-The decoder is fed bytes as they arrive and hands back whole frames. A size that is
-negative or above the limit cannot be recovered from (the stream position is lost), so
-it raises and the connection must be closed.
+FrameReceiver hands a transport the memory to read into and gives back whole frames. A
+size that is negative or above the limit cannot be recovered from (the stream position is
+lost), so it raises and the connection must be closed.
 """
 
 from __future__ import annotations
@@ -15,72 +15,6 @@ _SIZE = struct.Struct(">i")
 
 class FrameError(Exception):
     """The stream is broken; the only safe reaction is to close the connection."""
-
-
-class FrameDecoder:
-    """Cuts frames out of received chunks, copying each frame body exactly once.
-
-    A frame that spans chunks is kept as views of those chunks until its last byte
-    arrives, then joined; a frame inside one chunk is sliced straight out of it.
-    """
-
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        if max_frame_bytes <= 0:
-            raise ValueError("max_frame_bytes must be positive")
-        self.max_frame_bytes = max_frame_bytes
-        self._prefix = bytearray()  # a size prefix split across chunks
-        self._parts: list[memoryview] = []  # the received part of an incomplete body
-        self._parts_size = 0
-        self._expected: int | None = None  # body size once the prefix is read
-
-    @property
-    def buffered(self) -> int:
-        return len(self._prefix) + self._parts_size
-
-    def _check(self, size: int) -> int:
-        if size < 0:
-            raise FrameError(f"negative frame size {size}")
-        if size > self.max_frame_bytes:
-            raise FrameError(f"frame of {size} bytes exceeds the limit of {self.max_frame_bytes}")
-        return size
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return every frame body now complete, in order."""
-        if not isinstance(data, bytes):
-            data = bytes(data)  # pending views must not see the caller's later writes
-        view = memoryview(data)
-        available = len(data)
-        position = 0
-        frames: list[bytes] = []
-        while True:
-            if self._expected is None:
-                if self._prefix or available - position < 4:
-                    take = min(4 - len(self._prefix), available - position)
-                    self._prefix += view[position : position + take]
-                    position += take
-                    if len(self._prefix) < 4:
-                        return frames
-                    (size,) = _SIZE.unpack(self._prefix)
-                    self._prefix.clear()
-                else:
-                    (size,) = _SIZE.unpack_from(data, position)
-                    position += 4
-                self._expected = self._check(size)
-            missing = self._expected - self._parts_size
-            if available - position < missing:
-                if position < available:
-                    self._parts.append(view[position:])
-                    self._parts_size += available - position
-                return frames
-            if self._parts:
-                self._parts.append(view[position : position + missing])
-                frames.append(b"".join(self._parts))
-                self._parts.clear()
-                self._parts_size = 0
-            else:
-                frames.append(bytes(view[position : position + missing]))
-            position += missing
-            self._expected = None
 
 
 def encode_frame(body: bytes) -> bytes:

@@ -2,6 +2,9 @@
 
 States (Kafka's GroupState):
     Empty                 no members; committed offsets are kept until they expire (below).
+                          A group that had members keeps their protocol type ("consumer"),
+                          so DescribeGroups and ListGroups still show what kind it is; the
+                          next member to join sets it anew.
     PreparingRebalance    a rebalance has begun; members must (re)send JoinGroup. The join
                           phase ends when every known member has rejoined and no member id
                           handed out with MEMBER_ID_REQUIRED is still outstanding, or when the

@@ -84,6 +84,9 @@ class Topic:
     def config(self, name: str) -> str:
         return self.configs.get(name, TOPIC_CONFIG_DEFAULTS[name])
 
+    def effective_configs(self) -> dict[str, tuple[str, bool]]:
+        return effective_configs(self.configs)
+
     @property
     def max_message_bytes(self) -> int:
         return int(self.config("max.message.bytes"))
@@ -91,6 +94,15 @@ class Topic:
     @property
     def log_append_time(self) -> bool:
         return self.config("message.timestamp.type") == "LogAppendTime"
+
+
+def effective_configs(configs: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+    """Every topic config with the value in force and whether the topic sets it (else
+    the default): what DescribeConfigs and CreateTopics v5+ report."""
+    return {
+        name: (configs[name], True) if name in configs else (default, False)
+        for name, default in TOPIC_CONFIG_DEFAULTS.items()
+    }
 
 
 def validate_topic_name(name: str) -> None:

@@ -92,3 +92,24 @@ def test_an_unfilled_join_gives_up_at_its_deadline(version: int) -> None:
     assert body.error_code.value == REBALANCE_IN_PROGRESS
     assert body.member_id == member_id
     assert body.protocol_name == ("" if version < 7 else None)
+
+
+LEAVE_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 15, 16
+
+
+def test_a_group_that_empties_keeps_its_protocol_type() -> None:
+    """Kafka keeps "consumer" on a group whose members all left, and the Java Admin
+    client decides from it whether a group is a consumer group."""
+    broker = SansIOBroker()
+    member_id, reply = _joined(broker, 5)
+    assert answer(reply, 5).error_code.value == NONE
+    leaving = make(LEAVE_GROUP, 3, "MemberIdentity", member_id=member_id, group_instance_id=None)
+    left = broker.call(LEAVE_GROUP, 3, group_id="g", members=(leaving,))
+    assert left.error_code.value == NONE
+    described = broker.call(DESCRIBE_GROUPS, 3, groups=("g",), include_authorized_operations=False)
+    (group,) = described.groups
+    assert (group.group_state, group.protocol_type, group.members) == ("Empty", "consumer", ())
+    listed = broker.call(LIST_GROUPS, 4, states_filter=())
+    assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [
+        ("g", "consumer", "Empty")
+    ]

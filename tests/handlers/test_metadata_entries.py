@@ -167,6 +167,32 @@ def test_unknown_topic_ids_are_echoed(broker: SansIOBroker, version: int) -> Non
     assert known.error_code.value == NONE
 
 
+@pytest.mark.parametrize("version", TOPIC_ID_VERSIONS)
+def test_a_topic_id_with_an_empty_name_is_looked_up_by_id(
+    broker: SansIOBroker, version: int
+) -> None:
+    """The Java client's describeTopics(TopicCollection.ofTopicIds(...)) sends name ""
+    beside the id: a non-zero id decides, as on Kafka."""
+    orders = broker.cluster.topics.get("orders")
+    assert orders is not None
+    asked = [
+        make(METADATA, version, "MetadataRequestTopic", name="", topic_id=topic_id)
+        for topic_id in (orders.topic_id, uuid.UUID(int=9))
+    ]
+    response = broker.call(
+        METADATA,
+        version,
+        topics=tuple(asked),
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    known, missing = response.topics
+    assert (known.name, known.error_code.value, known.topic_id) == ("orders", NONE, orders.topic_id)
+    assert len(known.partitions) == 3
+    assert (missing.error_code.value, missing.topic_id) == (UNKNOWN_TOPIC_ID, uuid.UUID(int=9))
+
+
 @pytest.mark.parametrize("version", [4, 9, 12, 13])
 def test_auto_creation_refusals(version: int) -> None:
     broker = SansIOBroker(BrokerConfig(num_partitions=2, max_partitions_per_request=4))

@@ -482,3 +482,41 @@ def test_list_offsets_with_null_arrays_does_not_fail() -> None:
     topic = make(2, 1, "ListOffsetsTopic", name="bombs", partitions=None)
     response = list_offsets.handle(ctx, make_request(2, 1, replica_id=-1, topics=(topic,)))
     assert [(t.name, t.partitions) for t in response.topics] == [("bombs", ())]
+
+
+CRAMJAM_CODECS = {3: "lz4", 4: "zstd"}
+
+
+def _cramjam_payload(codec: int, data: bytes) -> bytes:
+    library = cramjam.lz4 if codec == 3 else cramjam.zstd
+    return bytes(library.compress(data))
+
+
+@pytest.mark.parametrize("codec", sorted(CRAMJAM_CODECS))
+@pytest.mark.parametrize("size", [1, records.DECOMPRESS_STEP + 5, 3 * MiB + 17])
+def test_cramjam_fallback_yields_exactly_the_limit_in_steps(codec: int, size: int) -> None:
+    """Up to the limit itself is accepted (past 1 MiB the buffer grows), in pieces of
+    DECOMPRESS_STEP bytes; one byte more than the limit is refused, saying which."""
+    data = bytes(range(251)) * (size // 251) + bytes(size % 251)
+    payload = _cramjam_payload(codec, data)
+    pieces = list(records._cramjam_bounded(codec, payload, size))
+    assert b"".join(pieces) == data
+    assert all(len(piece) == records.DECOMPRESS_STEP for piece in pieces[:-1])
+    assert 0 < len(pieces[-1]) <= records.DECOMPRESS_STEP
+    name = CRAMJAM_CODECS[codec]
+    with pytest.raises(
+        DecompressionLimitExceeded, match=rf"^{name} payload expands beyond {size - 1} bytes$"
+    ):
+        list(records._cramjam_bounded(codec, payload, size - 1))
+
+
+@pytest.mark.parametrize(("codec", "library"), [(3, "lz4"), (4, "zstandard")])
+def test_without_cramjam_the_missing_library_is_named(
+    codec: int, library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(records, "_cramjam", None)
+    name = CRAMJAM_CODECS[codec]
+    with pytest.raises(
+        CodecUnavailable, match=rf"^cannot decode {name} batches: install {library}$"
+    ):
+        list(records._cramjam_bounded(codec, b"", 100))

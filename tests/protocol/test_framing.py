@@ -1,4 +1,6 @@
-"""FrameDecoder, fed whole, one byte at a time, with trailing data, and at its limits."""
+"""FrameReceiver: frames cut out of the bytes a transport reads into the buffers it is
+handed, whole, one byte at a time, split anywhere, at its limits, and with memory that
+follows the bytes that arrive rather than the sizes frames declare."""
 
 from __future__ import annotations
 
@@ -11,118 +13,12 @@ from hypothesis import strategies as st
 
 from minibroker.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
-    FrameDecoder,
     FrameError,
     FrameReceiver,
     encode_frame,
 )
 
 BODIES = [b"", b"a", b"hello kafka", bytes(range(256)) * 3]
-
-
-def test_whole_stream_in_one_feed() -> None:
-    decoder = FrameDecoder()
-    stream = b"".join(encode_frame(body) for body in BODIES)
-    assert decoder.feed(stream) == BODIES
-    assert decoder.buffered == 0
-
-
-def test_one_byte_at_a_time() -> None:
-    decoder = FrameDecoder()
-    stream = b"".join(encode_frame(body) for body in BODIES)
-    frames: list[bytes] = []
-    for i in range(len(stream)):
-        frames += decoder.feed(stream[i : i + 1])
-    assert frames == BODIES
-    assert decoder.buffered == 0
-
-
-def test_trailing_partial_frame_is_kept_for_the_next_feed() -> None:
-    decoder = FrameDecoder()
-    first, second = encode_frame(b"first"), encode_frame(b"second frame")
-    assert decoder.feed(first + second[:6]) == [b"first"]
-    assert decoder.buffered == 2  # the size prefix is consumed, two body bytes wait
-    assert decoder.feed(second[6:]) == [b"second frame"]
-    assert decoder.buffered == 0
-
-
-def test_trailing_partial_size_prefix() -> None:
-    decoder = FrameDecoder()
-    first, second = encode_frame(b"x"), encode_frame(b"yz")
-    assert decoder.feed(first + second[:3]) == [b"x"]
-    assert decoder.feed(second[3:]) == [b"yz"]
-
-
-@given(
-    bodies=st.lists(st.binary(max_size=300), max_size=8),
-    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=10),
-)
-@settings(max_examples=150, deadline=None)
-def test_any_split_of_the_stream_gives_the_same_frames(
-    bodies: list[bytes], cuts: list[int]
-) -> None:
-    stream = b"".join(encode_frame(body) for body in bodies)
-    points = sorted({0, len(stream), *(c for c in cuts if c <= len(stream))})
-    decoder = FrameDecoder()
-    frames: list[bytes] = []
-    for start, end in itertools.pairwise(points):
-        frames += decoder.feed(stream[start:end])
-    assert frames == bodies
-    assert decoder.buffered == 0
-
-
-def test_default_limit_is_100_mib() -> None:
-    assert DEFAULT_MAX_FRAME_BYTES == 100 * 1024 * 1024
-    decoder = FrameDecoder()
-    assert decoder.max_frame_bytes == DEFAULT_MAX_FRAME_BYTES
-    # Exactly the limit is accepted (it waits for the body)...
-    assert decoder.feed(struct.pack(">i", DEFAULT_MAX_FRAME_BYTES)) == []
-    # ...one more byte is refused from the size prefix alone, before any body arrives.
-    with pytest.raises(FrameError, match="exceeds the limit"):
-        FrameDecoder().feed(struct.pack(">i", DEFAULT_MAX_FRAME_BYTES + 1))
-
-
-def test_configured_limit() -> None:
-    decoder = FrameDecoder(max_frame_bytes=10)
-    assert decoder.feed(encode_frame(b"0123456789")) == [b"0123456789"]
-    with pytest.raises(FrameError):
-        decoder.feed(encode_frame(b"0123456789a"))
-
-
-def test_limit_checked_after_earlier_frames_in_the_same_feed() -> None:
-    decoder = FrameDecoder(max_frame_bytes=4)
-    with pytest.raises(FrameError):
-        decoder.feed(encode_frame(b"ok") + struct.pack(">i", 5))
-
-
-@pytest.mark.parametrize("size", [-1, -(2**31), -100])
-def test_negative_size_raises(size: int) -> None:
-    with pytest.raises(FrameError, match="negative"):
-        FrameDecoder().feed(struct.pack(">i", size) + b"abcd")
-
-
-def test_negative_size_one_byte_at_a_time() -> None:
-    decoder = FrameDecoder()
-    raw = struct.pack(">i", -5)
-    for byte in raw[:3]:
-        assert decoder.feed(bytes([byte])) == []
-    with pytest.raises(FrameError):
-        decoder.feed(raw[3:])
-
-
-@pytest.mark.parametrize("limit", [0, -1])
-def test_limit_must_be_positive(limit: int) -> None:
-    with pytest.raises(ValueError):
-        FrameDecoder(max_frame_bytes=limit)
-
-
-def test_empty_feed_is_harmless() -> None:
-    decoder = FrameDecoder()
-    assert decoder.feed(b"") == []
-    assert decoder.feed(encode_frame(b"z")) == [b"z"]
-
-
-# --- FrameReceiver: the transport reads into the buffers it hands out ---
 
 
 def _feed_receiver(receiver: FrameReceiver, stream: bytes, step: int) -> list[bytes]:
@@ -135,6 +31,116 @@ def _feed_receiver(receiver: FrameReceiver, stream: bytes, step: int) -> list[by
         frames.extend(bytes(f) for f in receiver.received(len(chunk)))
         position += len(chunk)
     return frames
+
+
+def test_whole_stream_in_one_read() -> None:
+    receiver = FrameReceiver()
+    stream = b"".join(encode_frame(body) for body in BODIES)
+    assert _feed_receiver(receiver, stream, 10**9) == BODIES
+    assert (receiver.pending, receiver.partial) == (0, False)
+
+
+def test_one_byte_at_a_time() -> None:
+    receiver = FrameReceiver(scratch_bytes=64)
+    stream = b"".join(encode_frame(body) for body in BODIES)
+    assert _feed_receiver(receiver, stream, 1) == BODIES
+    assert (receiver.pending, receiver.partial) == (0, False)
+
+
+def test_trailing_partial_frame_is_kept_for_the_next_read() -> None:
+    receiver = FrameReceiver()
+    first, second = encode_frame(b"first"), encode_frame(b"second frame")
+    assert _feed_receiver(receiver, first + second[:6], 10**9) == [b"first"]
+    assert (receiver.pending, receiver.partial) == (6, True)
+    assert _feed_receiver(receiver, second[6:], 10**9) == [b"second frame"]
+    assert (receiver.pending, receiver.partial) == (0, False)
+
+
+def test_trailing_partial_size_prefix() -> None:
+    receiver = FrameReceiver()
+    first, second = encode_frame(b"x"), encode_frame(b"yz")
+    assert _feed_receiver(receiver, first + second[:3], 10**9) == [b"x"]
+    assert receiver.partial
+    assert _feed_receiver(receiver, second[3:], 10**9) == [b"yz"]
+
+
+@given(
+    bodies=st.lists(st.binary(max_size=300), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=10),
+    scratch=st.sampled_from([8, 64, 16 * 1024]),
+)
+@settings(max_examples=150, deadline=None)
+def test_any_split_of_the_stream_gives_the_same_frames(
+    bodies: list[bytes], cuts: list[int], scratch: int
+) -> None:
+    stream = b"".join(encode_frame(body) for body in bodies)
+    points = sorted({0, len(stream), *(c for c in cuts if c <= len(stream))})
+    receiver = FrameReceiver(scratch_bytes=scratch)
+    frames: list[bytes] = []
+    for start, end in itertools.pairwise(points):
+        frames += _feed_receiver(receiver, stream[start:end], 10**9)
+    assert frames == bodies
+    assert not receiver.partial
+
+
+def test_default_limit_is_100_mib() -> None:
+    assert DEFAULT_MAX_FRAME_BYTES == 100 * 1024 * 1024
+    receiver = FrameReceiver()
+    assert receiver.max_frame_bytes == DEFAULT_MAX_FRAME_BYTES
+    # Exactly the limit is accepted (it waits for the body)...
+    assert _feed_receiver(receiver, struct.pack(">i", DEFAULT_MAX_FRAME_BYTES), 10**9) == []
+    # ...one more byte is refused from the size prefix alone, before any body arrives.
+    with pytest.raises(FrameError, match="exceeds the limit"):
+        _feed_receiver(FrameReceiver(), struct.pack(">i", DEFAULT_MAX_FRAME_BYTES + 1), 10**9)
+
+
+@pytest.mark.parametrize("limit", [1, 10])
+def test_a_frame_of_exactly_the_limit_passes_and_one_byte_more_does_not(limit: int) -> None:
+    receiver = FrameReceiver(max_frame_bytes=limit)
+    assert _feed_receiver(receiver, encode_frame(b"x" * limit), 10**9) == [b"x" * limit]
+    with pytest.raises(
+        FrameError, match=f"frame of {limit + 1} bytes exceeds the limit of {limit}"
+    ):
+        _feed_receiver(receiver, encode_frame(b"x" * (limit + 1)), 10**9)
+
+
+def test_limit_checked_after_earlier_frames_in_the_same_read() -> None:
+    receiver = FrameReceiver(max_frame_bytes=4)
+    with pytest.raises(FrameError):
+        _feed_receiver(receiver, encode_frame(b"ok") + struct.pack(">i", 5), 10**9)
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31), -100])
+def test_negative_size_raises(size: int) -> None:
+    with pytest.raises(FrameError, match=f"^negative frame size {size}$"):
+        _feed_receiver(FrameReceiver(), struct.pack(">i", size) + b"abcd", 10**9)
+
+
+def test_negative_size_one_byte_at_a_time() -> None:
+    receiver = FrameReceiver()
+    raw = struct.pack(">i", -5)
+    assert _feed_receiver(receiver, raw[:3], 1) == []
+    with pytest.raises(FrameError):
+        _feed_receiver(receiver, raw[3:], 1)
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_non_positive_limit_is_refused_with_a_reason(limit: int) -> None:
+    with pytest.raises(ValueError, match=r"^max_frame_bytes must be positive$"):
+        FrameReceiver(max_frame_bytes=limit)
+
+
+def test_a_scratch_buffer_below_8_bytes_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^scratch_bytes must be at least 8$"):
+        FrameReceiver(scratch_bytes=7)
+    assert FrameReceiver(scratch_bytes=8).held == 8
+
+
+def test_an_empty_read_is_harmless() -> None:
+    receiver = FrameReceiver()
+    receiver.buffer()
+    assert receiver.received(0) == []
+    assert _feed_receiver(receiver, encode_frame(b"z"), 10**9) == [b"z"]
 
 
 @pytest.mark.parametrize("step", [1, 3, 4, 5, 1000, 64 * 1024, 10**9])
@@ -242,26 +248,3 @@ def test_shrink_after_growth_keeps_a_partial_frame() -> None:
     receiver.shrink()
     assert receiver.held > 1024
     assert _feed_receiver(receiver, frame[150:], 10**6) == [b"p" * 300]
-
-
-def test_a_limit_of_one_byte_is_allowed() -> None:
-    decoder = FrameDecoder(max_frame_bytes=1)
-    assert decoder.feed(encode_frame(b"x")) == [b"x"]
-    with pytest.raises(FrameError):
-        decoder.feed(encode_frame(b"xy"))
-
-
-def test_a_non_positive_limit_is_refused_with_a_reason() -> None:
-    with pytest.raises(ValueError, match=r"^max_frame_bytes must be positive$"):
-        FrameDecoder(max_frame_bytes=0)
-
-
-def test_a_fed_bytearray_is_copied_before_the_caller_reuses_it() -> None:
-    """A transport reads into one buffer again and again: a frame split across reads
-    must keep the bytes it was fed, not what the buffer holds later."""
-    decoder = FrameDecoder()
-    stream = encode_frame(b"first-half|second-half")
-    buffer = bytearray(stream[:12])
-    assert decoder.feed(buffer) == []
-    buffer[:] = b"#" * 12
-    assert decoder.feed(memoryview(bytearray(stream[12:]))) == [b"first-half|second-half"]

@@ -27,7 +27,7 @@ from kio.static.primitive import Records
 
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import bounds, messages, records
-from minibroker.protocol.messages import RequestHeader
+from minibroker.protocol.messages import InvalidRequest, RequestHeader
 from minibroker.protocol.records import Record
 from tests.rawclient import make, make_request
 
@@ -112,6 +112,10 @@ UNSIGNED_VECTORS = [
     (300, "ac02"),
     (16383, "ff7f"),
     (16384, "808001"),
+    (2**21 - 1, "ffff7f"),
+    (2**21, "80808001"),
+    (2**28 - 1, "ffffff7f"),
+    (2**28, "8080808001"),
     (2**32 - 1, "ffffffff0f"),
 ]
 
@@ -136,6 +140,20 @@ def test_unsigned_varint_decoding(value: int, encoded: str) -> None:
     data = bytes.fromhex(encoded)
     assert records._read_uvarint32(data, 0) == (value, len(data))  # snappy's preamble
     assert bounds._uvarint(data, 0) == (value, len(data))  # the request bounds pass
+    # with bytes before and after it: the position counts from where it starts
+    framed = b"\x81\x82\x83" + data + b"\x00"
+    assert records._read_uvarint32(framed, 3) == (value, 3 + len(data))
+    assert bounds._uvarint(framed, 3) == (value, 3 + len(data))
+
+
+@pytest.mark.parametrize("encoded", ["8080808010", "ffffffff1f", "ffffffff8f01"])
+def test_an_unsigned_varint_past_32_bits_is_refused(encoded: str) -> None:
+    """A request's lengths are at most 32 bits: a fifth byte above 0x0F (a continuation
+    bit or bits past the 32nd) is refused, naming where the varint starts."""
+    with pytest.raises(
+        InvalidRequest, match=r"^varint at offset 2 is longer than 5 bytes or 32 bits$"
+    ):
+        bounds._uvarint(b"\x00\x00" + bytes.fromhex(encoded), 2)
 
 
 @pytest.mark.parametrize(("value", "encoded"), UNSIGNED_VECTORS)

@@ -1,0 +1,83 @@
+"""CreateTopics results sans-IO: from v5 a created topic (and one validate_only would
+create) carries every topic config with its value and source, as Kafka's does; the Java
+Admin client's createTopics fails with a NullPointerException on a null list."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
+from tests.handlers.sansio import SansIOBroker
+from tests.rawclient import make
+
+CREATE_TOPICS = 19
+NONE = 0
+INVALID_CONFIG = 40
+SOURCE_DYNAMIC_TOPIC, SOURCE_DEFAULT = 1, 5
+
+
+def create(
+    broker: SansIOBroker, version: int, name: str, validate_only: bool = False, **configs: str
+) -> Any:
+    wanted = make(
+        CREATE_TOPICS,
+        version,
+        "CreatableTopic",
+        name=name,
+        num_partitions=2,
+        replication_factor=1,
+        assignments=(),
+        configs=tuple(
+            make(CREATE_TOPICS, version, "CreatableTopicConfig", name=key, value=value)
+            for key, value in configs.items()
+        ),
+    )
+    response = broker.call(
+        CREATE_TOPICS,
+        version,
+        topics=(wanted,),
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=validate_only,
+    )
+    (result,) = response.topics
+    return result
+
+
+def reported(result: Any) -> dict[str, tuple[str | None, int, bool, bool]]:
+    return {
+        c.name: (c.value, int(c.config_source), c.read_only, c.is_sensitive) for c in result.configs
+    }
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_created_topic_reports_every_config_with_its_source(
+    version: int, validate_only: bool
+) -> None:
+    broker = SansIOBroker()
+    result = create(broker, version, "orders", validate_only, **{"retention.ms": "1000"})
+    assert result.error_code.value == NONE
+    assert (int(result.num_partitions), int(result.replication_factor)) == (2, 1)
+    expected = {
+        name: (default, SOURCE_DEFAULT, False, False)
+        for name, default in TOPIC_CONFIG_DEFAULTS.items()
+    }
+    expected["retention.ms"] = ("1000", SOURCE_DYNAMIC_TOPIC, False, False)
+    assert reported(result) == expected
+    assert (broker.cluster.topics.get("orders") is None) is validate_only
+
+
+@pytest.mark.parametrize("version", [5, 7])
+def test_a_refused_topic_reports_no_configs(version: int) -> None:
+    result = create(SansIOBroker(), version, "orders", **{"no.such.config": "1"})
+    assert result.error_code.value == INVALID_CONFIG
+    assert result.configs is None
+
+
+def test_before_v5_results_have_no_configs() -> None:
+    result = create(SansIOBroker(), 4, "orders")
+    assert result.error_code.value == NONE
+    assert not hasattr(result, "configs")
