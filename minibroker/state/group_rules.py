@@ -35,9 +35,11 @@ generation, then the state):
                  excepted). Unknown member id: UNKNOWN_MEMBER_ID. A static member id that
                  does not match its instance: FENCED_INSTANCE_ID. A protocol type or set of
                  protocols no member shares: INCONSISTENT_GROUP_PROTOCOL. A known
-                 group.instance.id with no member id replaces that member; in a Stable group,
-                 with the same protocols, there is no rebalance: the answer comes at once
-                 with the current generation. If the replaced member was the leader, v9+
+                 group.instance.id with no member id replaces that member (its new
+                 protocols and metadata are kept); in a Stable group whose selected protocol
+                 stays the same, there is no rebalance: the answer comes at once with the
+                 current generation (a restarted Java consumer's subscription differs in its
+                 bytes, not its protocol). If the replaced member was the leader, v9+
                  names the new member leader with the member list and skip_assignment;
                  v0-v8 name the replaced (old) member id leader, with no member list, so the
                  new instance runs no assignment (KIP-345). Otherwise it rebalances.

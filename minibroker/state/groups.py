@@ -375,14 +375,18 @@ class GroupCoordinator:
     def _replace_static_member(
         self, now: float, group: Group, old_id: str, member: Member
     ) -> Slot[JoinOutcome]:
-        old = group.members.pop(old_id)
+        old = group.members[old_id]
+        # The new member takes the old one's place (the order decides protocol ties).
+        group.members = {
+            (member.member_id if key == old_id else key): (member if key == old_id else value)
+            for key, value in group.members.items()
+        }
         self._forget(group, Timer.HEARTBEAT, old_id)
         if old.join_slot is not None:
             old.join_slot.fill(JoinOutcome(error=rules.FENCED_INSTANCE_ID, member_id=old_id))
         if old.sync_slot is not None:
             old.sync_slot.fill(SyncOutcome(error=rules.FENCED_INSTANCE_ID))
         member.assignment = old.assignment
-        group.members[member.member_id] = member
         self._arm(group, Timer.HEARTBEAT, member.member_id, member.heartbeat_deadline)
         assert member.group_instance_id is not None
         group.static_members[member.group_instance_id] = member.member_id
@@ -395,8 +399,7 @@ class GroupCoordinator:
             member.member_id,  # pragma: no mutate
             old_id,  # pragma: no mutate
         )
-        same_protocols = old.protocols == member.protocols
-        if group.state is GroupState.STABLE and same_protocols:
+        if group.state is GroupState.STABLE and self._select_protocol(group) == group.protocol_name:
             # A restart within the session timeout keeps its assignment: no rebalance.
             skip = was_leader and member.join_version >= 9
             outcome = self._join_answer(group, member, with_members=skip)

@@ -772,6 +772,32 @@ def test_a_static_leader_replaced_before_join_group_v9_keeps_the_generation(
     assert (synced.error_code, synced.assignment) == (NONE, b"assignment")
 
 
+@pytest.mark.parametrize("version", [5, 9])
+def test_a_restarted_static_member_with_new_metadata_causes_no_rebalance(
+    client: RawClient, other: RawClient, version: int
+) -> None:
+    """A restarted Java consumer sends the same protocol with other bytes (its
+    subscription names its last generation): Kafka keeps the group Stable at its
+    generation, and the new metadata is what the next rebalance hands the leader."""
+    _, generation = stable(client, "g", instance="i1")
+    replaced = join(other, version, "g", instance="i1", protocols=[("range", b"restarted")])
+    assert (replaced.error_code, replaced.generation_id) == (NONE, generation)
+    described = describe(client, "g")
+    assert described.group_state == "Stable"
+    assert [bytes(m.member_metadata) for m in described.members] == [b"restarted"]
+
+
+def test_a_restarted_static_member_that_changes_the_protocol_rebalances(
+    client: RawClient, other: RawClient
+) -> None:
+    """If the protocol the group would select changes, the group rebalances."""
+    _, generation = stable(client, "g", instance="i1", protocols=[("range", b"m")])
+    send_join(other, 5, "g", instance="i1", protocols=[("sticky", b"s"), ("range", b"m")])
+    rejoined = receive_join(other, 5)
+    assert rejoined.error_code == NONE
+    assert (rejoined.generation_id, rejoined.protocol_name) == (generation + 1, "sticky")
+
+
 def test_a_static_member_replaced_while_awaiting_its_assignment_is_fenced(
     broker: Broker, client: RawClient, other: RawClient
 ) -> None:
