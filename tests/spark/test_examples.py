@@ -12,15 +12,25 @@ from typing import Any
 
 import pytest
 
+from minibroker.testing.spark.session import jvm_kafka_available
+
 pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "streaming_job"
 
 
-def test_streaming_job_example_suite_passes(spark: Any, pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("kafka_format", ["kafka", "minibroker"])
+def test_streaming_job_example_suite_passes(
+    kafka_format: str, spark: Any, pytester: pytest.Pytester
+) -> None:
+    """The example's own tests pass unchanged through Spark's connector and through the
+    Python source."""
+    if kafka_format == "kafka" and not jvm_kafka_available(spark):
+        pytest.skip("Spark's Kafka connector is not on the classpath (tools/jvm_jars.py)")
     result = pytester.runpytest_inprocess(
         "-p",
         "no:cacheprovider",
+        f"--spark-kafka-format={kafka_format}",
         "--rootdir",
         str(EXAMPLE),
         "-c",
