@@ -9,6 +9,10 @@ produced with confluent-kafka. Measured, each as the median of several runs:
 - read rate: one Trigger.AvailableNow query reading 1,000,000 records into the "noop"
   sink (records/s), and the same through a batch read;
 - one AvailableNow batch of 100,000 records, into "noop" and into the memory sink;
+- Spark's own JVM connector (format "kafka", when `tools/jvm_jars.py spark` has fetched
+  it) running the same 1,000,000-record AvailableNow query beside the Python source, with
+  the broker process's CPU time during each: the broker is the limit only if its CPU
+  time comes near the query's wall time;
 - where the time goes: the same rows from an in-memory Python data source (Spark's
   Python source machinery without Kafka, the anchor), the reader alone outside Spark
   (confluent-kafka fetch plus Arrow conversion), confluent-kafka alone, the fixed cost of
@@ -41,8 +45,14 @@ VALUE = b"v" * 100
 PARTITIONS = 4
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def broker_process() -> Iterator[tuple[str, Callable[[str, int], None]]]:
+def broker_process() -> Iterator[tuple[str, Callable[[str, int], None], int]]:
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.runner", "serve", "minibroker"],
         stdin=subprocess.PIPE,
@@ -61,7 +71,7 @@ def broker_process() -> Iterator[tuple[str, Callable[[str, int], None]]]:
         assert child.stdout.readline().strip() == "OK"
 
     try:
-        yield ready[1], create
+        yield ready[1], create, child.pid
     finally:
         child.stdin.write("quit\n")
         child.stdin.flush()
@@ -187,12 +197,14 @@ def in_memory_source(spark: Any, count: int) -> Callable[[], float]:
     return run
 
 
-def available_now(spark: Any, bootstrap: str, topic: str, sink: str) -> tuple[float, Any]:
+def available_now(
+    spark: Any, bootstrap: str, topic: str, sink: str, kafka_format: str = "minibroker"
+) -> tuple[float, Any]:
     """One AvailableNow query from the earliest offsets; (seconds, the finished query).
     The query also gets `bench_start_s`: how long `start()` took to return."""
     checkpoint = tempfile.mkdtemp(prefix="bench-spark-")
     df = (
-        spark.readStream.format("minibroker")
+        spark.readStream.format(kafka_format)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
@@ -261,14 +273,21 @@ def main(argv: list[str] | None = None) -> int:
     runs = 1 if args.quick else args.runs
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from minibroker.testing.spark.session import make_session
+    from minibroker.testing.spark.session import (
+        find_connector,
+        jvm_kafka_available,
+        make_session,
+    )
 
+    connector = find_connector({})
     started = time.perf_counter()
-    spark = make_session()
+    spark = make_session(connector=connector)
     session_s = time.perf_counter() - started
+    with_jvm = jvm_kafka_available(spark)
+    print(connector.described)
 
     rows: list[tuple[str, str]] = []
-    with broker_process() as (bootstrap, create_topic):
+    with broker_process() as (bootstrap, create_topic, broker_pid):
         create_topic("big", PARTITIONS)
         create_topic("small", PARTITIONS)
         create_topic("empty", PARTITIONS)
@@ -277,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # Warm the Python workers once so the first timed run is not the odd one out.
         available_now(spark, bootstrap, "small", "noop")
+        if with_jvm:
+            available_now(spark, bootstrap, "small", "noop", "kafka")
 
         stream_big, batch_big, stream_small, memory_small, empty = [], [], [], [], []
         anchor, reader, client = [], [], []
@@ -285,10 +306,18 @@ def main(argv: list[str] | None = None) -> int:
         split: dict[str, int] = {}
         small_phases: list[tuple[float, float, float]] = []
         empty_phases: list[tuple[float, float, float]] = []
+        jvm_big: list[float] = []
+        broker_cpu: dict[str, list[float]] = {"minibroker": [], "kafka": []}
         for _ in range(runs):
+            cpu_before = cpu_seconds(broker_pid)
             seconds, query = available_now(spark, bootstrap, "big", "noop")
+            broker_cpu["minibroker"].append(cpu_seconds(broker_pid) - cpu_before)
             stream_big.append(seconds)
             split = durations(query)
+            if with_jvm:
+                cpu_before = cpu_seconds(broker_pid)
+                jvm_big.append(available_now(spark, bootstrap, "big", "noop", "kafka")[0])
+                broker_cpu["kafka"].append(cpu_seconds(broker_pid) - cpu_before)
             batch_big.append(batch_read(spark, bootstrap, "big"))
             seconds, query = available_now(spark, bootstrap, "small", "noop")
             stream_small.append(seconds)
@@ -319,6 +348,28 @@ def main(argv: list[str] | None = None) -> int:
         (
             f"one AvailableNow batch, {small:,} records -> memory sink",
             f"{median(memory_small):.2f} s",
+        ),
+        (
+            f"broker CPU during the {big:,}-record AvailableNow query (Python source)",
+            f"{median(broker_cpu['minibroker']):.2f} s of {median(stream_big):.1f} s",
+        ),
+        *(
+            [
+                (
+                    f"Spark's JVM connector: AvailableNow, {big:,} records -> noop sink",
+                    f"{median(jvm_big):.1f} s, {big / median(jvm_big):,.0f} records/s",
+                ),
+                (
+                    f"broker CPU during the {big:,}-record AvailableNow query (JVM connector)",
+                    f"{median(broker_cpu['kafka']):.2f} s of {median(jvm_big):.1f} s",
+                ),
+                (
+                    "ratio: JVM connector rate / Python source rate",
+                    f"{median(stream_big) / median(jvm_big):.2f}x",
+                ),
+            ]
+            if jvm_big
+            else [("Spark's JVM connector", "not measured: " + connector.described)]
         ),
         ("AvailableNow over an empty topic (fixed cost per query)", f"{median(empty):.2f} s"),
         (

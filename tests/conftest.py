@@ -24,13 +24,17 @@ def _cache_clearers() -> list[Callable[[], None]]:
     return clearers + [table.clear for table in tables]
 
 
+_emptied_in: set[int] = set()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_caches_under_mutation() -> Iterator[None]:
-    """Under mutation testing (tools/mutation.py), start each test with the protocol
-    core's caches empty. mutmut forks every mutant's run from a process whose earlier
-    test runs filled them, so a mutant in code that builds a cached value (a compiled
-    bounds checker, an error-entry template) would otherwise never run at all."""
-    if os.environ.get("MUTANT_UNDER_TEST"):
+    """Under mutation testing (tools/mutation.py), empty the protocol core's caches once
+    in each mutant's process. mutmut forks every mutant's run from a process whose
+    earlier test runs filled them, so a mutant in code that builds a cached value (a
+    compiled bounds checker, an error-entry template) would otherwise never run at all."""
+    if os.environ.get("MUTANT_UNDER_TEST") and os.getpid() not in _emptied_in:
+        _emptied_in.add(os.getpid())
         for clear in _cache_clearers():
             clear()
     yield

@@ -392,6 +392,46 @@ def test_every_kio_request_class_compiles_and_is_cached() -> None:
     assert bounds.header_checker(True) is bounds.header_checker(True)
 
 
+def test_checker_source_is_the_code_the_checker_runs() -> None:
+    """checker_source shows the generated bounds pass: the header's, compiled, accepts
+    and refuses exactly what the cached checker does."""
+    for flexible in (False, True):
+        source = bounds.checker_source(None, flexible)
+        assert "request header: truncated" in source
+        namespace = dict(bounds._RUNTIME)
+        exec(compile(source, "<test>", "exec"), namespace)
+        frame = _header(METADATA, 12 if flexible else 1, flexible)
+        assert namespace["check"](frame) == bounds.header_checker(flexible)(frame)
+        with pytest.raises(InvalidRequest, match="request header: truncated"):
+            namespace["check"](frame[:7])
+    assert bounds.checker_source(None, False) != bounds.checker_source(None, True)
+    # A body's code names the tables it was compiled with (known tags), so it is shown,
+    # not run: its header part, its truncation message and its tag walk are there.
+    cls = _cls(FETCH, 15)
+    source = bounds.checker_source(cls)
+    assert f"{cls.__qualname__}: truncated" in source
+    assert "_tags(buf" in source
+    assert bounds.checker_source(None, True).splitlines()[4] in source
+
+
+@pytest.mark.parametrize(
+    ("tags", "message"),
+    [
+        # 3 tags claimed in 5 bytes: a tag takes at least 2 (its id and its size).
+        (b"\x03" + b"\x00" * 5, r"3 tagged fields in 5 bytes$"),
+        # One tag (id 7) of 9 bytes with 4 left.
+        (b"\x01\x07\x09" + b"\x00" * 4, r"tag 7 of 9 bytes, 4 left$"),
+    ],
+)
+def test_a_tag_section_that_cannot_fit_is_refused_saying_why(tags: bytes, message: str) -> None:
+    frame = _header(METADATA, 12, True) + b"\x00\x00\x00" + tags
+    with pytest.raises(InvalidRequest, match=message):
+        _check(frame)
+    # The same section with room for it passes the bounds (the tags are unknown: skipped).
+    fitting = b"\x02\x07\x01a\x08\x00"
+    assert _check(_header(METADATA, 12, True) + b"\x00\x00\x00" + fitting) == 12
+
+
 # --- mass mutation, in a child process -----------------------------------------------------
 
 # For each frame and each position, overwrite the bytes there with a huge varint or a
