@@ -311,17 +311,31 @@ def test_a_static_restart_while_completing_the_rebalance_rejoins_at_once() -> No
     assert h.state() is GroupState.COMPLETING_REBALANCE
 
 
-def test_a_static_restart_with_new_protocols_rebalances() -> None:
+def test_a_static_restart_with_new_metadata_keeps_the_generation() -> None:
+    """Same protocol, other bytes (a Java consumer's subscription names its last
+    generation): no rebalance, as on Kafka; the next rebalance hands the new bytes on."""
     h = ServerLoop()
     first = h.join(instance="i1")
     old_id = outcome(first).member_id
     h.sync(old_id, 1, {old_id: b"A"})
-    assert h.state() is GroupState.STABLE
     restarted = h.join(instance="i1", protocols=[("range", b"other-subscription")])
-    assert outcome(restarted).generation == 2
-    assert outcome(restarted).members == [
-        (outcome(restarted).member_id, "i1", b"other-subscription")
-    ]
+    new_id = outcome(restarted).member_id
+    assert (outcome(restarted).error, outcome(restarted).generation) == (rules.NONE, 1)
+    assert h.state() is GroupState.STABLE
+    rejoined = h.join(new_id, instance="i1", protocols=[("range", b"other-subscription")])
+    h.advance(0)
+    assert outcome(rejoined).generation == 2
+    assert outcome(rejoined).members == [(new_id, "i1", b"other-subscription")]
+
+
+def test_a_static_restart_that_changes_the_chosen_protocol_rebalances() -> None:
+    h = ServerLoop()
+    first = h.join(instance="i1")
+    old_id = outcome(first).member_id
+    h.sync(old_id, 1, {old_id: b"A"})
+    restarted = h.join(instance="i1", protocols=[("sticky", b"s"), ("range", b"r")])
+    assert (outcome(restarted).generation, outcome(restarted).protocol_name) == (2, "sticky")
+    assert outcome(restarted).members == [(outcome(restarted).member_id, "i1", b"s")]
 
 
 def test_a_restarted_static_member_that_goes_silent_expires_at_its_session_deadline() -> None:
