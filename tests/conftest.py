@@ -20,7 +20,12 @@ def _cache_clearers() -> list[Callable[[], None]]:
         for value in vars(module).values()
         if callable(clear := getattr(value, "cache_clear", None))
     ]
-    tables = (messages._decoders, metadata._ERROR_ENTRIES, create_topics._REFUSALS)
+    tables = (
+        messages._decoders,
+        metadata._ERROR_ENTRIES,
+        create_topics._REFUSALS,
+        create_topics._CONFIG_LISTS,
+    )
     return clearers + [table.clear for table in tables]
 
 

@@ -18,10 +18,19 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.protocol.messages import SplicedResponse, StringVariants, encode_entity
+from minibroker.protocol.messages import (
+    SplicedResponse,
+    StringVariants,
+    encode_array,
+    encode_entity,
+)
 from minibroker.state.topics import TopicError, effective_configs, validate_topic_configs
 
 _REFUSALS: dict[tuple[int, str], StringVariants] = {}
+_CONFIG_LISTS: dict[tuple[int, tuple[tuple[str, str], ...]], bytes] = {}
+MAX_CACHED_CONFIG_LISTS = 256
+NO_TAGS = b"\x00"
+NULL_LIST_AND_NO_TAGS = b"\x00" + NO_TAGS
 FLEXIBLE_VERSION = 5
 # DescribeConfigs' ConfigSource values.
 SOURCE_DYNAMIC_TOPIC = 1
@@ -37,9 +46,9 @@ def _result(
     topic_id: Any = None,
     partitions: int = -1,
     replication: int = -1,
-    configs: Any = None,
+    configs: dict[str, str] | None = None,
 ) -> bytes:
-    return encode_entity(
+    encoded = encode_entity(
         ctx.make(
             "CreatableTopicResult",
             name=name,
@@ -49,25 +58,39 @@ def _result(
             topic_config_error_code=0,
             num_partitions=partitions,
             replication_factor=replication,
-            configs=configs,
+            configs=None,
         )
     )
+    if configs is None or ctx.version < FLEXIBLE_VERSION:
+        return encoded
+    # The configs list is the last field, before the (empty) tag section: its null
+    # marker is swapped for the list, encoded once per distinct set of topic configs
+    # (a request may create a thousand topics with the same ones).
+    assert encoded.endswith(NULL_LIST_AND_NO_TAGS)
+    return encoded[: -len(NULL_LIST_AND_NO_TAGS)] + _configs(ctx, configs) + NO_TAGS
 
 
-def _configs(ctx: RequestContext, configs: dict[str, str]) -> tuple[Any, ...] | None:
-    if ctx.version < FLEXIBLE_VERSION:
-        return None
-    return tuple(
-        ctx.make(
-            "CreatableTopicConfigs",
-            name=name,
-            value=value,
-            read_only=False,
-            config_source=SOURCE_DYNAMIC_TOPIC if set_on_topic else SOURCE_DEFAULT,
-            is_sensitive=False,
-        )
-        for name, (value, set_on_topic) in sorted(effective_configs(configs).items())
-    )
+def _configs(ctx: RequestContext, configs: dict[str, str]) -> bytes:
+    key = (ctx.version, tuple(sorted(configs.items())))
+    encoded = _CONFIG_LISTS.get(key)
+    if encoded is None:
+        items = [
+            encode_entity(
+                ctx.make(
+                    "CreatableTopicConfigs",
+                    name=name,
+                    value=value,
+                    read_only=False,
+                    config_source=SOURCE_DYNAMIC_TOPIC if set_on_topic else SOURCE_DEFAULT,
+                    is_sensitive=False,
+                )
+            )
+            for name, (value, set_on_topic) in sorted(effective_configs(configs).items())
+        ]
+        encoded = _CONFIG_LISTS[key] = encode_array(items, flexible=True)
+        if len(_CONFIG_LISTS) > MAX_CACHED_CONFIG_LISTS:
+            _CONFIG_LISTS.clear()
+    return encoded
 
 
 def _refusals(ctx: RequestContext, message: str) -> StringVariants:
@@ -131,7 +154,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic.topic_id if topic else None,
                 partitions=partitions,
                 replication=replication,
-                configs=_configs(ctx, configs),
+                configs=configs,
             )
         )
     response = ctx.response(throttle_time=NO_THROTTLE, topics=())

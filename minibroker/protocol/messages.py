@@ -282,6 +282,11 @@ def _array_length(count: int, flexible: bool) -> bytes:
     return bytes(out)
 
 
+def encode_array(items: list[bytes], flexible: bool) -> bytes:
+    """An array field of already encoded entities: its length, then the items."""
+    return b"".join([_array_length(len(items), flexible), *items])
+
+
 def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
     frame = encode_response(correlation_id, spliced.response)
     flexible = spliced.response.__flexible__
