@@ -243,3 +243,42 @@ def test_codecs_without_a_decoder_raise_invalid_batch(codec: int) -> None:
     struct.pack_into(">h", batch, 21, codec)
     with pytest.raises(InvalidBatch, match="cannot decode"):
         list(iter_records(_recrc(batch)))
+
+
+# --- split_batches at its edges -------------------------------------------------------
+
+_RECORD_COUNT_AT = 57  # recordCount, the last int32 of the batch header
+
+
+def _with_record_count(batch: bytes, count: int) -> bytes:
+    """The batch with recordCount set to `count` and its CRC32C made right again."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, _RECORD_COUNT_AT, count)
+    struct.pack_into(">I", out, 17, records.crc32c(memoryview(out)[records.CRC_START :]))
+    return bytes(out)
+
+
+def test_seventeen_bytes_are_enough_to_read_the_magic_and_sixteen_are_not() -> None:
+    """baseOffset, batchLength, partitionLeaderEpoch and magic: 17 bytes tell the format."""
+    old_format = bytes(16) + b"\x01"
+    with pytest.raises(
+        records.UnsupportedMagic, match=r"^message format magic 1 is not supported$"
+    ):
+        records.split_batches(old_format)
+    with pytest.raises(records.InvalidBatch, match=r"^truncated record batch$"):
+        records.split_batches(old_format[:16])
+
+
+def test_a_truncated_batch_after_a_whole_one_is_refused() -> None:
+    batch = records.build_batch([(b"k", b"v")], timestamp_ms=1000)
+    with pytest.raises(records.InvalidBatch, match=r"^truncated record batch$"):
+        records.split_batches(batch + batch[:10])
+
+
+def test_a_batch_of_no_records_is_well_formed_and_a_negative_count_is_not() -> None:
+    batch = records.build_batch([(b"k", b"v")], timestamp_ms=1000)
+    empty = _with_record_count(batch, 0)
+    [(header, data)] = records.split_batches(empty)
+    assert (header.record_count, data) == (0, empty)
+    with pytest.raises(records.InvalidBatch, match=r"^negative record count or offset delta$"):
+        records.split_batches(_with_record_count(batch, -1))
