@@ -159,9 +159,11 @@ def fetch_clients(cache: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="*", choices=["spark", "clients", []], default=[])
+    parser.add_argument("what", nargs="*", metavar="spark|clients", help="default: both")
     parser.add_argument("--strict", action="store_true", help="fail when a bundle cannot be had")
     args = parser.parse_args()
+    if unknown := set(args.what) - {"spark", "clients"}:
+        parser.error(f"unknown bundle(s) {sorted(unknown)}: choose spark or clients")
     wanted = args.what or ["spark", "clients"]
     cache = jvm.cache_dir()
     failed = False

@@ -7,6 +7,10 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 NO_THROTTLE = datetime.timedelta(0)
+# Kafka's ConfigSource values (DescribeConfigs, CreateTopics v5+ results).
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
 
 
 def error(code: int) -> ErrorCode:

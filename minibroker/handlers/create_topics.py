@@ -16,7 +16,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
+from minibroker.handlers._common import (
+    NO_THROTTLE,
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_TOPIC,
+    CreationAllowance,
+    error,
+)
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol.messages import (
     SplicedResponse,
@@ -32,9 +38,6 @@ MAX_CACHED_CONFIG_LISTS = 256
 NO_TAGS = b"\x00"
 NULL_LIST_AND_NO_TAGS = b"\x00" + NO_TAGS
 FLEXIBLE_VERSION = 5
-# DescribeConfigs' ConfigSource values.
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_DEFAULT = 5
 
 
 def _result(

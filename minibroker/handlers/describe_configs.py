@@ -12,15 +12,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers._common import (
+    NO_THROTTLE,
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_TOPIC,
+    SOURCE_STATIC_BROKER,
+)
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.topics import quoted
 
 TOPIC = 2
 BROKER = 4
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
 
 _TYPES = {
