@@ -139,7 +139,7 @@ class Dispatcher:
         """The framed answer, recorded as sent; a response the handler built wrongly
         (a field the version cannot carry) closes the connection and says so."""
         try:
-            encoded = messages.encode_response(correlation_id, response)
+            encoded = messages.encode_response(correlation_id, response, version)
         except Exception as exc:
             log.exception("node %d: %s v%d response failed to encode", self.node_id, name, version)
             self._record(header, name, version, correlation_id, "closed: response failed to encode")

@@ -16,21 +16,31 @@ from collections.abc import Callable
 from types import ModuleType, TracebackType
 from typing import Any
 
-from minibroker.protocol import messages
+from minibroker.protocol import legacy, messages
 from minibroker.protocol.messages import RequestHeader
 
 
+def _kio_version(api_key: int, version: int) -> int:
+    """Versions older than kio's classes are built with the first one (protocol/legacy.py)."""
+    return legacy.proxy_version(api_key) if legacy.is_legacy(api_key, version) else version
+
+
 def request_module(api_key: int, version: int) -> ModuleType:
-    module = messages.request_module(api_key, version)
+    module = messages.request_module(api_key, _kio_version(api_key, version))
     assert module is not None, f"kio has no request for api {api_key} v{version}"
     return module
 
 
+def request_class(api_key: int, version: int) -> type[Any]:
+    """The class a request of this version is built with (a legacy version's proxy)."""
+    cls = messages.request_class(api_key, _kio_version(api_key, version))
+    assert cls is not None, f"kio has no request for api {api_key} v{version}"
+    return cls
+
+
 def make_request(api_key: int, version: int, **fields: Any) -> Any:
     """The request entity at this version; fields the version lacks are dropped."""
-    cls = messages.request_class(api_key, version)
-    assert cls is not None, f"kio has no request for api {api_key} v{version}"
-    return messages.build(cls, **fields)
+    return messages.build(request_class(api_key, version), **fields)
 
 
 def make(api_key: int, version: int, struct_name: str, **fields: Any) -> Any:

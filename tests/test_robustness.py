@@ -25,7 +25,7 @@ from minibroker import Broker, BrokerConfig
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import messages, records
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from tests.rawclient import RawClient, encode, make, make_request, parse_host_port
+from tests.rawclient import RawClient, encode, make, make_request, parse_host_port, request_class
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION = 2, 10, 3
@@ -249,9 +249,7 @@ def well_formed_requests(draw: st.DrawFn) -> Abuse:
     api_key = draw(st.sampled_from(sorted(set(HANDLERS) - NOT_FUZZED_WELL_FORMED)))
     handler = HANDLERS[api_key]
     version = draw(st.integers(handler.min_version, handler.max_version))
-    request_cls = messages.request_class(api_key, version)
-    assert request_cls is not None
-    request = draw(st.from_type(request_cls))
+    request = draw(st.from_type(request_class(api_key, version)))
     return Abuse(f"well-formed {handler.name} v{version}", encode(api_key, version, request, 77))
 
 

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19), versions 2-7.
+"""CreateTopics (key 19), versions 0-7 (0-1 through protocol/legacy.py).
 
 num_partitions -1 takes the broker's num.partitions; replication factor -1 means 1 and
 anything above the number of brokers is INVALID_REPLICATION_FACTOR. Unknown topic
@@ -38,6 +38,7 @@ MAX_CACHED_CONFIG_LISTS = 256
 NO_TAGS = b"\x00"
 NULL_LIST_AND_NO_TAGS = b"\x00" + NO_TAGS
 FLEXIBLE_VERSION = 5
+FIRST_SPLICED_VERSION = 2
 
 
 def _result(
@@ -50,20 +51,23 @@ def _result(
     partitions: int = -1,
     replication: int = -1,
     configs: dict[str, str] | None = None,
-) -> bytes:
-    encoded = encode_entity(
-        ctx.make(
-            "CreatableTopicResult",
-            name=name,
-            topic_id=topic_id,
-            error_code=code,
-            error_message=message,
-            topic_config_error_code=0,
-            num_partitions=partitions,
-            replication_factor=replication,
-            configs=None,
-        )
+) -> bytes | Any:
+    """A topic's result, encoded; for the legacy versions 0-1 (protocol/legacy.py),
+    which are not spliced, the entity itself."""
+    entity = ctx.make(
+        "CreatableTopicResult",
+        name=name,
+        topic_id=topic_id,
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=partitions,
+        replication_factor=replication,
+        configs=None,
     )
+    if ctx.version < FIRST_SPLICED_VERSION:
+        return entity
+    encoded = encode_entity(entity)
     if configs is None or ctx.version < FLEXIBLE_VERSION:
         return encoded
     # The configs list is the last field, before the (empty) tag section: its null
@@ -115,10 +119,10 @@ def _refusals(ctx: RequestContext, message: str) -> StringVariants:
     return variants
 
 
-@api(19, "CreateTopics", 2, 7)
+@api(19, "CreateTopics", 0, 7)
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
-    results: list[bytes] = []
+    results: list[Any] = []
     allowance = CreationAllowance(cluster.config.max_partitions_per_request)
     refused: StringVariants | None = None
     for wanted in request.topics:
@@ -131,6 +135,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results.append(_result(ctx, wanted.name, ErrorCode.invalid_request, message))
             continue
         if not allowance.take(partitions):
+            if ctx.version < FIRST_SPLICED_VERSION:
+                message = allowance.refusal()
+                results.append(_result(ctx, wanted.name, ErrorCode.policy_violation, message))
+                continue
             if refused is None:
                 refused = _refusals(ctx, allowance.refusal())
             results.append(refused.encode(wanted.name))
@@ -160,6 +168,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 configs=configs,
             )
         )
+    if ctx.version < FIRST_SPLICED_VERSION:
+        return ctx.response(throttle_time=NO_THROTTLE, topics=tuple(results))
     response = ctx.response(throttle_time=NO_THROTTLE, topics=())
     # After the topics array: only the tag section of flexible versions.
     return SplicedResponse(response, results, int(ctx.version >= FLEXIBLE_VERSION))

@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20), versions 1-6.
+"""DeleteTopics (key 20), versions 0-6 (0 through protocol/legacy.py).
 
 v6 names topics by name or id. Deleting drops the partition logs at once.
 Internal topics cannot be deleted (INVALID_REQUEST).
@@ -15,7 +15,7 @@ from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.topics import TopicError, quoted
 
 
-@api(20, "DeleteTopics", 1, 6)
+@api(20, "DeleteTopics", 0, 6)
 def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.cluster.topics
     wanted: list[tuple[str | None, Any]] = (

@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32), versions 1-4.
+"""DescribeConfigs (key 32), versions 0-4 (0 through protocol/legacy.py: is_default
+instead of a config source).
 
 Topics: every topic config this broker knows, with the value in force and whether it was
 set on the topic (DYNAMIC_TOPIC_CONFIG) or is the default (DEFAULT_CONFIG). The broker:
@@ -80,7 +81,7 @@ def _result(
     )
 
 
-@api(32, "DescribeConfigs", 1, 4)
+@api(32, "DescribeConfigs", 0, 4)
 def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:

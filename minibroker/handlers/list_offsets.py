@@ -1,4 +1,5 @@
-"""ListOffsets (key 2), versions 1-10.
+"""ListOffsets (key 2), versions 0-10 (0 through protocol/legacy.py: its list of offsets
+holds the one offset).
 
 Special timestamps: -2 earliest, -1 latest, -3 the record with the largest timestamp
 (v7+), -4 earliest local (= earliest; there is no tiered storage), -5 latest tiered
@@ -45,7 +46,7 @@ def _lookup(log: PartitionLog, timestamp: int, limit: int) -> tuple[int, int]:
     return log.offset_for_timestamp(timestamp, max_decompressed_bytes=limit) or (-1, -1)
 
 
-@api(2, "ListOffsets", 1, 10)
+@api(2, "ListOffsets", 0, 10)
 def handle(ctx: RequestContext, request: Any) -> Any:
     limit = ctx.cluster.config.max_decompressed_batch_bytes
     wanted_topics = request.topics or ()

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 2-9.
+"""OffsetCommit (key 8), versions 0-9 (0-1 through protocol/legacy.py).
 
 Commits from members are checked against the group's generation and member id; a
 generation of -1 commits for a group without members (consumers that assign partitions
@@ -21,7 +21,7 @@ from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
 
 
-@api(8, "OffsetCommit", 2, 9)
+@api(8, "OffsetCommit", 0, 9)
 def handle(ctx: RequestContext, request: Any) -> Any:
     offsets = [
         (

@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 1-9.
+"""OffsetFetch (key 9), versions 0-9 (0 through protocol/legacy.py).
 
 v1-7 ask for one group, v8+ for a batch of groups. A null topic list (v2+) returns every
 committed offset of the group. Partitions without a commit report offset -1.
@@ -50,7 +50,7 @@ def _topics(ctx: RequestContext, group_id: str, wanted: Any, batched: bool) -> t
     return rules.NONE, topics
 
 
-@api(9, "OffsetFetch", 1, 9)
+@api(9, "OffsetFetch", 0, 9)
 def handle(ctx: RequestContext, request: Any) -> Any:
     if hasattr(request, "groups"):
         groups = []

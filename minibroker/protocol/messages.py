@@ -37,7 +37,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from minibroker.protocol import bounds
+from minibroker.protocol import bounds, legacy
 from minibroker.protocol.bounds import InvalidRequest as InvalidRequest
 
 API_VERSIONS_KEY = 18
@@ -92,7 +92,10 @@ def request_module(api_key: int, version: int) -> ModuleType | None:
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
-    """The module of a response version: handlers build its nested structures by name."""
+    """The module of a response version: handlers build its nested structures by name
+    (a legacy version's are those of its proxy version; see protocol/legacy.py)."""
+    if legacy.is_legacy(api_key, version):
+        version = legacy.proxy_version(api_key)
     return load_payload_module(api_key, version, EntityType.response)
 
 
@@ -106,6 +109,8 @@ def request_class(api_key: int, version: int) -> type[Any] | None:
 
 @cache
 def response_class(api_key: int, version: int) -> type[Any]:
+    if legacy.is_legacy(api_key, version):
+        version = legacy.proxy_version(api_key)
     return load_response_schema(api_key, version)
 
 
@@ -159,11 +164,27 @@ _decoders: dict[tuple[int, int], tuple[bounds.Checker, _Reader]] = {}
 
 def _decoder(api_key: int, version: int) -> tuple[bounds.Checker, _Reader]:
     """Look up (and remember) how to decode a request version; LookupError if unknown."""
+    if legacy.is_legacy(api_key, version):
+        decoder = _decoders[api_key, version] = _legacy_decoder(api_key, version)
+        return decoder
     cls = request_class(api_key, version)
     if cls is None:
         raise LookupError(f"{api_name(api_key)} v{version} is not known")
     decoder = _decoders[api_key, version] = (bounds.request_checker(cls), _reader(cls))
     return decoder
+
+
+def _legacy_decoder(api_key: int, version: int) -> tuple[bounds.Checker, _Reader]:
+    """The header is walked like any other; the legacy body reader checks each length
+    itself as it reads."""
+
+    def check(frame: bytes | memoryview) -> int:
+        return bounds.check_header(frame, False)
+
+    def read(frame: bytes | memoryview, offset: int) -> tuple[Any, int]:
+        return legacy.read_request_body(frame, offset, api_key, version), len(frame)
+
+    return check, read
 
 
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
@@ -301,10 +322,16 @@ def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
     return _SIZE.pack(len(body)) + body
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    """Serialise a response body with the header its API and version call for."""
+def encode_response(correlation_id: int, response: Any, version: int | None = None) -> bytes:
+    """Serialise a response body with the header its API and version call for. A
+    `version` other than the response class's is a legacy version built with its proxy
+    class (protocol/legacy.py)."""
     if type(response) is SplicedResponse:
+        if version is not None and version != response.response.__version__:
+            raise TypeError("a legacy version's response cannot be spliced")
         return _encode_spliced(correlation_id, response)
+    if version is not None and version != response.__version__:
+        return legacy.encode_response(correlation_id, response, response.__api_key__, version)
     out = io.BytesIO()
     out.write(b"\x00\x00\x00\x00")  # frame size, patched below
     header_cls = _response_header_class(response.__api_key__, response.__flexible__)
@@ -314,7 +341,12 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 
 
 def encode_request(header: RequestHeader, request: Any) -> bytes:
-    """Serialise a request with its header (used by tests and the benchmark client)."""
+    """Serialise a request with its header (used by tests and the benchmark client); a
+    header version other than the request class's is a legacy version (its proxy class)."""
+    if header.api_version != request.__version__:
+        return legacy.encode_request(
+            header.api_key, header.api_version, header.correlation_id, header.client_id, request
+        )
     out = io.BytesIO()
     out.write(b"\x00\x00\x00\x00")
     header_cls = RequestHeaderV2 if request.__flexible__ else RequestHeaderV1
@@ -332,7 +364,11 @@ def encode_request(header: RequestHeader, request: Any) -> bytes:
 
 
 def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
-    """Decode a response frame body (without the size prefix): correlation id and body."""
+    """Decode a response frame body (without the size prefix): correlation id and body
+    (of a legacy version, as an entity of its proxy class)."""
+    if legacy.is_legacy(api_key, version):
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        return correlation_id, legacy.read_response_body(frame, _SIZE.size, api_key, version)
     cls = response_class(api_key, version)
     header, offset = _reader(_response_header_class(api_key, cls.__flexible__))(frame, 0)
     body, _ = _reader(cls)(frame, offset)

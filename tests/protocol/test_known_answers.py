@@ -26,7 +26,7 @@ import pytest
 from kio.static.primitive import Records
 
 from minibroker.handlers import HANDLERS
-from minibroker.protocol import bounds, messages, records
+from minibroker.protocol import bounds, legacy, messages, records
 from minibroker.protocol.messages import InvalidRequest, RequestHeader
 from minibroker.protocol.records import Record
 from tests.rawclient import make, make_request
@@ -647,8 +647,17 @@ def _served_pairs() -> list[tuple[int, int]]:
 
 
 def _defined_pairs() -> list[tuple[int, int]]:
-    """Served (api key, version) pairs that Kafka 3.9 defines."""
-    return [pair for pair in _served_pairs() if pair not in NEWER_THAN_3_9]
+    """Served (api key, version) pairs that Kafka 3.9 defines and kio has classes for."""
+    return [
+        pair
+        for pair in _served_pairs()
+        if pair not in NEWER_THAN_3_9 and not legacy.is_legacy(*pair)
+    ]
+
+
+def _legacy_pairs() -> list[tuple[int, int]]:
+    """Served pairs older than kio's classes (protocol/legacy.py)."""
+    return [pair for pair in _served_pairs() if legacy.is_legacy(*pair)]
 
 
 def _pair_id(pair: tuple[int, int]) -> str:
@@ -698,6 +707,155 @@ def test_response_known_answer(pair: tuple[int, int]) -> None:
     assert correlation_id == 0x7FFFFFFE
     assert _kio_values(response) == _values(spec["fields"], body, sampler.encoder)
     assert messages.encode_response(correlation_id, response).hex() == frame.hex()
+
+
+# --- versions older than kio's classes ------------------------------------------------
+
+
+def _plain(tree: Any) -> Any:
+    """legacy's dict reading as nested lists in field order, like `_values`."""
+    if isinstance(tree, dict):
+        return [_plain(value) for value in tree.values()]
+    if isinstance(tree, tuple | list):
+        return [_plain(item) for item in tree]
+    return tree
+
+
+def _load_tool(name: str) -> Any:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Produce v0-2 and Fetch v0-3 carry only the old message formats (magic 0 and 1), which
+# the broker does not store or convert; no client it is tested with sends them.
+MESSAGE_FORMAT_FLOORS = {0: 3, 1: 4}
+
+
+@needs_schemas
+def test_legacy_layouts_are_what_kafkas_definitions_give() -> None:
+    """The table legacy.py reads is derived from the definitions (tools/legacy_schemas.py)
+    and covers every version Kafka 3.9 serves below kio's classes, for every served API."""
+    tool = _load_tool("legacy_schemas")
+    assert tool.derive(SCHEMA_DIR) == legacy.SCHEMAS
+    for api_key, handler in HANDLERS.items():
+        floor = min(_valid_versions("request", api_key))
+        assert handler.min_version == MESSAGE_FORMAT_FLOORS.get(api_key, floor), handler.name
+        below_kio = range(handler.min_version, legacy.proxy_version(api_key))
+        assert [v for v in below_kio if legacy.is_legacy(api_key, v)] == list(below_kio)
+
+
+def _proxy_names(api_key: int, kind: str) -> set[str]:
+    """Every field name of the proxy version's classes (and its `_ms` wire spelling)."""
+    version = legacy.proxy_version(api_key)
+    module = (
+        messages.request_module(api_key, version)
+        if kind == "request"
+        else messages.response_module(api_key, version)
+    )
+    names: set[str] = set()
+    for value in vars(module).values():
+        if dataclasses.is_dataclass(value):
+            for field in dataclasses.fields(value):
+                names |= {field.name, f"{field.name}_ms"}
+    return names
+
+
+# Legacy response fields that newer ones replaced, as they come back through the proxy
+# class: ListOffsets v0's list keeps its first offset, DescribeConfigs v0's flag is kept.
+_THROUGH_PROXY = {"OldStyleOffsets": lambda offsets: offsets[:1], "IsDefault": lambda flag: flag}
+
+
+def _at_defaults(fields: list[Json], values: Json, message: Json, keep: set[str]) -> Json:
+    """`values` with every field whose snake-case name is not in `keep` at its default."""
+    out: Json = {}
+    for field in fields:
+        if field["name"] not in values:
+            continue
+        value = values[field["name"]]
+        snake = legacy_snake(field["name"])
+        if message["type"] == "response" and field["name"] in _THROUGH_PROXY:
+            value = _THROUGH_PROXY[field["name"]](value)
+        elif snake not in keep:
+            kind = field["type"]
+            default = field.get("default")
+            if kind.startswith("[]"):
+                value = []
+            elif kind == "bool":
+                value = default == "true"
+            elif kind.startswith("int"):
+                value = int(default or "0", 0)
+            else:
+                value = None if default == "null" else (default or "")
+        elif field["type"].startswith("[]") and field["type"][2:] not in _PRIMITIVES:
+            inner = _struct_fields(field, message)
+            value = [_at_defaults(inner, item, message, keep) for item in value]
+        out[field["name"]] = value
+    return out
+
+
+def legacy_snake(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+@needs_schemas
+@pytest.mark.parametrize("pair", _legacy_pairs(), ids=_pair_id)
+def test_legacy_request_known_answer(pair: tuple[int, int]) -> None:
+    """Every field of an old version is read where Kafka's definition puts it; what the
+    handlers see (the proxy class) re-encodes to the same frame, except fields the proxy
+    does not have, which Kafka 3.9 ignores too (they come back at their defaults)."""
+    api_key, version = pair
+    spec = _definition("request", api_key)
+    sampler = Sampler(spec, version)
+    body = sampler.struct(spec["fields"])
+    frame = reference_request(api_key, version, 0x01020304, "known-answer", body)
+
+    plain = legacy.read_request(frame[4:])
+    assert plain.pop("client_id") == "known-answer"
+    assert [plain.pop(k) for k in ("api_key", "api_version", "correlation_id")] == [
+        api_key,
+        version,
+        0x01020304,
+    ]
+    assert _plain(plain) == _values(spec["fields"], body, sampler.encoder)
+
+    header, request = messages.decode_request(frame[4:])
+    assert header == RequestHeader(api_key, version, 0x01020304, "known-answer")
+    assert type(request).__version__ == legacy.proxy_version(api_key)
+    kept = _at_defaults(spec["fields"], body, spec, _proxy_names(api_key, "request"))
+    expected = reference_request(api_key, version, 0x01020304, "known-answer", kept)
+    assert messages.encode_request(header, request).hex() == expected.hex()
+
+
+@needs_schemas
+@pytest.mark.parametrize("pair", _legacy_pairs(), ids=_pair_id)
+def test_legacy_response_known_answer(pair: tuple[int, int]) -> None:
+    """An old version's response is read field by field, and a proxy-class response is
+    written in exactly Kafka's layout (header v0). The fields a newer one replaced
+    (ListOffsets v0's offsets list, DescribeConfigs v0's is_default) go through the
+    fields that replaced them (tests/handlers/test_legacy_versions.py: real values)."""
+    api_key, version = pair
+    spec = _definition("response", api_key)
+    sampler = Sampler(spec, version)
+    body = sampler.struct(spec["fields"])
+    frame = reference_response(api_key, version, 0x7FFFFFFE, body)
+
+    plain = legacy.read_response(frame[4:], api_key, version)
+    assert plain.pop("correlation_id") == 0x7FFFFFFE
+    assert _plain(plain) == _values(spec["fields"], body, sampler.encoder)
+
+    correlation_id, response = messages.decode_response(frame[4:], api_key, version)
+    assert correlation_id == 0x7FFFFFFE
+    kept = _at_defaults(spec["fields"], body, spec, _proxy_names(api_key, "response"))
+    expected = reference_response(api_key, version, 0x7FFFFFFE, kept)
+    assert messages.encode_response(correlation_id, response, version).hex() == expected.hex()
 
 
 # --- frames written out by hand -------------------------------------------------------
