@@ -70,6 +70,32 @@ class PartitionLog:
         self.size_bytes += len(stored)
         return AppendResult(base_offset=base_offset, log_append_time=append_time)
 
+    def delete_before(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (DeleteRecords; at most the log end)
+        and drop the batches that end before it; return the log start offset.
+
+        The batch holding the new start is kept whole, as Kafka keeps the segment holding
+        it: a fetch from the start returns it and the consumer skips the records before
+        its fetch offset. A lower offset than the current start changes nothing.
+        """
+        offset = min(offset, self.next_offset)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        keep_from = self._batch_index(offset) if offset < self.next_offset else len(self._batches)
+        if keep_from == 0:
+            return offset
+        removed = self._positions[keep_from] if keep_from < len(self._batches) else self.size_bytes
+        del self._batches[:keep_from]
+        del self._base_offsets[:keep_from]
+        del self._batch_timestamps[:keep_from]
+        self._positions = array(
+            "q", (position - removed for position in self._positions[keep_from:])
+        )
+        self._max_timestamps = array("q", itertools.accumulate(self._batch_timestamps, max))
+        self.size_bytes -= removed
+        return offset
+
     def bytes_from(self, offset: int) -> int:
         """Stored bytes a read at `offset` could return (its batch and all after it)."""
         if offset >= self.next_offset or not self._batches:
@@ -125,14 +151,15 @@ class PartitionLog:
         if index >= len(self._batches):
             return None
         batch = self._stored(index)
+        start = self.log_start_offset  # records before it were deleted (DeleteRecords)
         try:
             scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
             for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
-                if record.timestamp >= timestamp_ms:
+                if record.timestamp >= timestamp_ms and record.offset >= start:
                     return record.offset, record.timestamp
         except records.InvalidBatch:
             pass  # undecodable codec, malformed or over the limit: batch granularity
-        return self._base_offsets[index], self._batch_timestamps[index]
+        return max(self._base_offsets[index], start), self._batch_timestamps[index]
 
     def max_timestamp(
         self, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES

@@ -301,7 +301,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("admin_consumer_groups", check=check_deleted_group),
     Scenario("admin_consumer_group_offsets", check=check_group_offsets),
     Scenario("admin_describe_cluster", check=check_cluster),
-    Scenario("admin_delete_records", missing="DeleteRecords is not served yet (issue 12)"),
+    Scenario("admin_delete_records"),
 )
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 

@@ -285,3 +285,25 @@ def test_bytes_from_counts_the_batch_holding_the_offset_and_all_after_it() -> No
     assert log.bytes_from(5) == sizes[2]
     assert log.bytes_from(6) == 0, "the log end: nothing to read yet"
     assert log.bytes_from(100) == 0
+
+
+def test_delete_before_drops_the_batches_that_end_before_the_new_start() -> None:
+    log = PartitionLog()
+    _append(log, 3, timestamp=5000)  # offsets 0-2, the latest timestamp of all
+    _append(log, 2, timestamp=1000)  # 3-4
+    _append(log, 2, timestamp=2000)  # 5-6
+    assert log.delete_before(4) == 4
+    assert log.log_start_offset == 4
+    kept = log.batches()
+    assert [read_header(b).base_offset for b in kept] == [3, 5]
+    assert log.size_bytes == sum(len(b) for b in kept) == log.bytes_from(4)
+    assert [h.base_offset for h, _ in split_batches(log.read(4, 1 << 20))] == [3, 5]
+    # The dropped batch's timestamp no longer counts: 1500 is first reached at offset 5.
+    assert log.offset_for_timestamp(1500) == (5, 2000)
+    # A record before the start is never the answer, even in a batch still kept.
+    assert log.offset_for_timestamp(0) == (4, 1000)
+    assert log.delete_before(2) == 4  # never backwards
+    assert log.delete_before(100) == 7  # at most the log end: everything goes
+    assert (log.batch_count, log.size_bytes, log.read(7, 1 << 20)) == (0, 0, b"")
+    assert _append(log, 1) == 7
+    assert log.bytes_from(7) == log.size_bytes
