@@ -628,6 +628,104 @@ def _probe_describe_cluster(probe: Probe, version: int) -> None:
     assert answer.controller_id in {broker.broker_id for broker in answer.brokers}
 
 
+def _probe_delete_records(probe: Probe, version: int) -> None:
+    name = f"trimmed-v{version}"
+    probe.broker.create_topic(name, partitions=1)
+    answer = probe.exchange(
+        21,
+        version,
+        topics=[{"name": name, "partitions": [{"partition_index": 0, "offset": -1}]}],
+        timeout=5_000,
+    )
+    [topic] = answer.topics
+    assert [(p.partition_index, p.low_watermark, p.error_code) for p in topic.partitions] == [
+        (0, 0, ErrorCode.none)
+    ]
+
+
+def _probe_offset_for_leader_epoch(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        23,
+        version,
+        replica_id=-1,
+        topics=[
+            {
+                "topic": TOPIC,
+                "partitions": [{"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}],
+            }
+        ],
+    )
+    [partition] = answer.topics[0].partitions
+    assert (partition.error_code, partition.partition) == (ErrorCode.none, 0)
+    assert partition.end_offset >= 1  # seed() produced to it
+
+
+def _probe_alter_configs(probe: Probe, version: int) -> None:
+    resource = {
+        "resource_type": TOPIC_RESOURCE,
+        "resource_name": TOPIC,
+        "configs": [{"name": "retention.ms", "value": "3600000"}],
+    }
+    answer = probe.exchange(33, version, resources=[resource], validate_only=True)
+    assert [(r.error_code, r.resource_name) for r in answer.responses] == [(ErrorCode.none, TOPIC)]
+
+
+def _probe_elect_leaders(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        43,
+        version,
+        election_type=0,
+        topic_partitions=[{"topic": TOPIC, "partitions": [0]}],
+        timeout=5_000,
+    )
+    [result] = answer.replica_election_results
+    assert [(p.partition_id, p.error_code) for p in result.partition_result] == [
+        (0, ErrorCode.election_not_needed)
+    ]
+
+
+def _probe_incremental_alter_configs(probe: Probe, version: int) -> None:
+    resource = {
+        "resource_type": TOPIC_RESOURCE,
+        "resource_name": TOPIC,
+        "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3600000"}],
+    }
+    answer = probe.exchange(44, version, resources=[resource], validate_only=True)
+    assert [(r.error_code, r.resource_name) for r in answer.responses] == [(ErrorCode.none, TOPIC)]
+
+
+def _probe_describe_log_dirs(probe: Probe, version: int) -> None:
+    answer = probe.exchange(35, version, topics=[{"topic": TOPIC, "partitions": [0]}])
+    (result,) = answer.results
+    assert result.error_code == ErrorCode.none
+    ((name, partitions),) = [(t.name, t.partitions) for t in result.topics]
+    assert (name, [p.partition_index for p in partitions]) == (TOPIC, [0])
+    assert partitions[0].partition_size > 0  # seed() produced to it
+
+
+def _probe_describe_producers(probe: Probe, version: int) -> None:
+    answer = probe.exchange(61, version, topics=[{"name": TOPIC, "partition_indexes": [0]}])
+    ((topic, partitions),) = [(t.name, t.partitions) for t in answer.topics]
+    assert (topic, [(p.partition_index, p.error_code) for p in partitions]) == (
+        TOPIC,
+        [(0, ErrorCode.none)],
+    )
+
+
+def _probe_describe_topic_partitions(probe: Probe, version: int) -> None:
+    answer = probe.exchange(
+        75, version, topics=[{"name": TOPIC}], response_partition_limit=10, cursor=None
+    )
+    (topic,) = answer.topics
+    assert (topic.name, topic.error_code, topic.topic_id) == (
+        TOPIC,
+        ErrorCode.none,
+        probe.topic_id,
+    )
+    assert [p.partition_index for p in topic.partitions] == [0]
+    assert answer.next_cursor is None
+
+
 PROBES: dict[int, Callable[[Probe, int], None]] = {
     0: _probe_produce,
     1: _probe_fetch,
@@ -645,12 +743,20 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     18: _probe_api_versions,
     19: _probe_create_topics,
     20: _probe_delete_topics,
+    21: _probe_delete_records,
     22: _probe_init_producer_id,
+    23: _probe_offset_for_leader_epoch,
     32: _probe_describe_configs,
+    33: _probe_alter_configs,
+    35: _probe_describe_log_dirs,
     37: _probe_create_partitions,
     42: _probe_delete_groups,
+    43: _probe_elect_leaders,
+    44: _probe_incremental_alter_configs,
     47: _probe_offset_delete,
     60: _probe_describe_cluster,
+    61: _probe_describe_producers,
+    75: _probe_describe_topic_partitions,
 }
 
 

@@ -34,6 +34,7 @@ from functools import cache
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 
 from minibroker.protocol.bounds import InvalidRequest
 from minibroker.protocol.legacy_schemas import SCHEMAS, Field
@@ -121,7 +122,9 @@ def _element_class(cls: type[Any], name: str) -> type[Any]:
     hint = typing.get_type_hints(cls)[name]
     if typing.get_origin(hint) is tuple:
         hint = typing.get_args(hint)[0]
-    for arg in typing.get_args(hint) or (hint,):  # `X | None`
+    for arg in typing.get_args(hint) or (hint,):  # `X | None`, `tuple[X, ...] | None`
+        if typing.get_origin(arg) is tuple:
+            arg = typing.get_args(arg)[0]
         if dataclasses.is_dataclass(arg):
             return arg  # type: ignore[return-value]
     raise TypeError(f"{cls.__name__}.{name} is not a struct field")
@@ -135,6 +138,11 @@ def _kio_value(value: Any, field: dataclasses.Field[Any]) -> Any:
         return datetime.timedelta(milliseconds=value)
     if kind == "datetime_i64":
         return None if value < 0 else _EPOCH + value * _MS
+    if kind == "error_code":
+        try:
+            return ErrorCode(value)
+        except ValueError:  # a code kio does not know: kept as the number
+            return value
     return value
 
 

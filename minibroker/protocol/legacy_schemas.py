@@ -296,6 +296,97 @@ SCHEMAS: dict[tuple[int, int], tuple[tuple[Field, ...], tuple[Field, ...]]] = {
             ),
         ),
     ),
+    (23, 0): (
+        (
+            (
+                "topics",
+                "[]",
+                False,
+                (),
+                (
+                    ("topic", "string", False, "", ()),
+                    (
+                        "partitions",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("partition", "int32", False, 0, ()),
+                            ("leader_epoch", "int32", False, 0, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        (
+            (
+                "topics",
+                "[]",
+                False,
+                (),
+                (
+                    ("topic", "string", False, "", ()),
+                    (
+                        "partitions",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("error_code", "int16", False, 0, ()),
+                            ("partition", "int32", False, 0, ()),
+                            ("end_offset", "int64", False, -1, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    (23, 1): (
+        (
+            (
+                "topics",
+                "[]",
+                False,
+                (),
+                (
+                    ("topic", "string", False, "", ()),
+                    (
+                        "partitions",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("partition", "int32", False, 0, ()),
+                            ("leader_epoch", "int32", False, 0, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        (
+            (
+                "topics",
+                "[]",
+                False,
+                (),
+                (
+                    ("topic", "string", False, "", ()),
+                    (
+                        "partitions",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("error_code", "int16", False, 0, ()),
+                            ("partition", "int32", False, 0, ()),
+                            ("leader_epoch", "int32", False, -1, ()),
+                            ("end_offset", "int64", False, -1, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
     (32, 0): (
         (
             (
@@ -333,6 +424,51 @@ SCHEMAS: dict[tuple[int, int], tuple[tuple[Field, ...], tuple[Field, ...]]] = {
                             ("read_only", "bool", False, False, ()),
                             ("is_default", "bool", False, False, ()),
                             ("is_sensitive", "bool", False, False, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    (35, 0): (
+        (
+            (
+                "topics",
+                "[]",
+                True,
+                (),
+                (("topic", "string", False, "", ()), ("partitions", "[]int32", False, (), ())),
+            ),
+        ),
+        (
+            ("throttle_time_ms", "int32", False, 0, ()),
+            (
+                "results",
+                "[]",
+                False,
+                (),
+                (
+                    ("error_code", "int16", False, 0, ()),
+                    ("log_dir", "string", False, "", ()),
+                    (
+                        "topics",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("name", "string", False, "", ()),
+                            (
+                                "partitions",
+                                "[]",
+                                False,
+                                (),
+                                (
+                                    ("partition_index", "int32", False, 0, ()),
+                                    ("partition_size", "int64", False, 0, ()),
+                                    ("offset_lag", "int64", False, 0, ()),
+                                    ("is_future_key", "bool", False, False, ()),
+                                ),
+                            ),
                         ),
                     ),
                 ),

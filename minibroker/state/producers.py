@@ -41,10 +41,21 @@ class _BatchMetadata:
 class _ProducerEntry:
     epoch: int
     batches: deque[_BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    last_timestamp: int = -1  # max timestamp of the last batch appended
 
     @property
     def last_sequence(self) -> int:
         return self.batches[-1].last_sequence if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """What DescribeProducers reports of one producer (Kafka's ProducerStateEntry)."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 class PartitionProducers:
@@ -52,6 +63,13 @@ class PartitionProducers:
 
     def __init__(self) -> None:
         self._entries: dict[int, _ProducerEntry] = {}
+
+    def active(self) -> list[ProducerState]:
+        """Every producer the partition holds state for, by producer id."""
+        return [
+            ProducerState(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp)
+            for producer_id, entry in sorted(self._entries.items())
+        ]
 
     def check(self, header: BatchHeader) -> int | None:
         """Validate a batch before it is appended.
@@ -104,6 +122,7 @@ class PartitionProducers:
                 base_offset=base_offset,
             )
         )
+        entry.last_timestamp = header.max_timestamp
 
 
 class ProducerIdAllocator:

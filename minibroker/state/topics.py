@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
+INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 POLICY_VIOLATION = 44
 
@@ -114,6 +115,77 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+# The topic configs whose values are comma-separated lists (Kafka's type LIST): the
+# ones IncrementalAlterConfigs may APPEND to and SUBTRACT from.
+LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
+INT_RANGE = (-(2**31), 2**31 - 1)
+LONG_RANGE = (-(2**63), 2**63 - 1)
+# Kafka's (LogConfig) numeric topic configs: (type, range, least value allowed).
+_NUMBERS: Mapping[str, tuple[str, tuple[int, int], int | None]] = {
+    "min.insync.replicas": ("int", INT_RANGE, 1),
+    "retention.bytes": ("long", LONG_RANGE, None),
+    "retention.ms": ("long", LONG_RANGE, -1),
+    "segment.bytes": ("int", INT_RANGE, 14),
+    "segment.ms": ("long", LONG_RANGE, 1),
+    "delete.retention.ms": ("long", LONG_RANGE, 0),
+    "min.compaction.lag.ms": ("long", LONG_RANGE, 0),
+    "max.compaction.lag.ms": ("long", LONG_RANGE, 1),
+    "message.timestamp.before.max.ms": ("long", LONG_RANGE, 0),
+    "message.timestamp.after.max.ms": ("long", LONG_RANGE, 0),
+}
+# Kafka's values for its enumerated topic configs.
+_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "cleanup.policy": ("compact", "delete"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "unclean.leader.election.enable": ("true", "false"),
+}
+
+
+def list_items(value: str) -> list[str]:
+    """The items of a list config's value ("" is the empty list)."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _is_integer(value: str) -> bool:
+    # isascii: str.isdigit() also accepts characters such as "²" that int() refuses.
+    digits = value[1:] if value.startswith("-") else value
+    return digits.isascii() and digits.isdigit()
+
+
+def _check_value(name: str, value: str) -> None:
+    """Raise INVALID_CONFIG unless `value` is one Kafka accepts for topic config `name`."""
+    # max.message.bytes: a positive int (Kafka allows 0, which no batch fits).
+    if name == "max.message.bytes" and (
+        not (value.isascii() and value.isdigit()) or not 0 < int(value) <= INT_RANGE[1]
+    ):
+        raise TopicError(
+            INVALID_CONFIG, f"max.message.bytes must be a positive int: {quoted(value)}"
+        )
+    if name in _NUMBERS:
+        kind, (low, high), least = _NUMBERS[name]
+        if not _is_integer(value) or not low <= int(value) <= high:
+            raise TopicError(INVALID_CONFIG, f"{name} must be an {kind}: {quoted(value)}")
+        if least is not None and int(value) < least:
+            raise TopicError(INVALID_CONFIG, f"{name} must be at least {least}: {quoted(value)}")
+    choices = _CHOICES.get(name)
+    if choices is None:
+        return
+    if name in LIST_TOPIC_CONFIGS:
+        wrong = [item for item in list_items(value) if item not in choices]
+        if wrong:
+            raise TopicError(
+                INVALID_CONFIG,
+                f"{name} {quoted(value)} is not valid: each item must be one of "
+                f"{', '.join(choices)}",
+            )
+    elif value not in choices:
+        raise TopicError(
+            INVALID_CONFIG,
+            f"{name} {quoted(value)} is not valid: it must be one of {', '.join(choices)}",
+        )
+
+
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     checked: dict[str, str] = {}
     for name, value in configs.items():
@@ -121,17 +193,52 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             raise TopicError(INVALID_CONFIG, f"unknown topic config {quoted(name)}")
         if value is None:
             continue
-        # isascii: str.isdigit() also accepts characters such as "²" that int() refuses.
-        if name == "max.message.bytes" and (
-            not (value.isascii() and value.isdigit()) or int(value) <= 0
-        ):
-            raise TopicError(
-                INVALID_CONFIG, f"max.message.bytes must be a positive int: {quoted(value)}"
-            )
-        if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-            raise TopicError(INVALID_CONFIG, f"message.timestamp.type {quoted(value)} is not valid")
+        _check_value(name, value)
         checked[name] = value
     return checked
+
+
+# IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType).
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OPERATION_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+def apply_config_operations(
+    configs: Mapping[str, str], operations: Iterable[tuple[str, int, str | None]]
+) -> dict[str, str]:
+    """The topic configs `configs` becomes with (name, operation, value) applied in
+    order, as Kafka applies them: SET sets, DELETE returns to the default (a name the
+    topic does not set is left alone, known or not), APPEND and SUBTRACT add items to or
+    remove them from a list config's value (the default's when the topic does not set
+    it). Values are not validated here; see validate_topic_configs."""
+    result = dict(configs)
+    for name, operation, value in operations:
+        if operation == DELETE:
+            result.pop(name, None)
+            continue
+        if operation not in _OPERATION_NAMES:
+            raise TopicError(INVALID_REQUEST, f"unknown config operation {operation}")
+        if value is None:
+            raise TopicError(INVALID_REQUEST, f"null value for config {quoted(name)}")
+        if name not in TOPIC_CONFIG_DEFAULTS:
+            raise TopicError(INVALID_CONFIG, f"unknown topic config {quoted(name)}")
+        if operation == SET:
+            result[name] = value
+            continue
+        if name not in LIST_TOPIC_CONFIGS:
+            raise TopicError(
+                INVALID_CONFIG,
+                f"cannot {_OPERATION_NAMES[operation]} to {quoted(name)}: it is not a list "
+                f"config (only {', '.join(sorted(LIST_TOPIC_CONFIGS))} are)",
+            )
+        items = list_items(result.get(name, TOPIC_CONFIG_DEFAULTS[name]))
+        given = list_items(value)
+        if operation == APPEND:
+            items += [item for item in dict.fromkeys(given) if item not in items]
+        else:
+            items = [item for item in items if item not in given]
+        result[name] = ",".join(items)
+    return result
 
 
 class TopicRegistry:
@@ -242,6 +349,35 @@ class TopicRegistry:
             Partition(index=i, leader=self._next_leader()) for i in range(current, count)
         )
         self._changed()
+
+    def alter_configs(
+        self, name: str, configs: Mapping[str, str], *, validate_only: bool = False
+    ) -> dict[str, str]:
+        """Replace the configs topic `name` sets with `configs` (the ones not named go
+        back to their defaults): all of them or, on any error, none. Returns them."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {quoted(name)} does not exist")
+        checked = validate_topic_configs(configs)
+        if not validate_only and checked != topic.configs:
+            topic.configs = checked
+            self._changed()
+        return checked
+
+    def incremental_alter_configs(
+        self,
+        name: str,
+        operations: Iterable[tuple[str, int, str | None]],
+        *,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Apply (config name, operation, value) changes to topic `name` (see
+        apply_config_operations): all of them or, on any error, none."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {quoted(name)} does not exist")
+        changed = apply_config_operations(topic.configs, operations)
+        return self.alter_configs(name, changed, validate_only=validate_only)
 
     def _check_room(self, new_partitions: int) -> None:
         limit = self.max_partitions_per_broker * max(1, len(self._broker_ids()))

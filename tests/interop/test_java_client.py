@@ -293,10 +293,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("admin_describe_topics", check=check_described_topic),
     Scenario("admin_create_partitions"),
     Scenario("admin_describe_configs", check=check_broker_configs),
-    Scenario(
-        "admin_incremental_alter_configs",
-        missing="IncrementalAlterConfigs is not served yet (issue 12)",
-    ),
+    Scenario("admin_incremental_alter_configs"),
     Scenario("admin_list_offsets"),
     Scenario("admin_consumer_groups", check=check_deleted_group),
     Scenario("admin_consumer_group_offsets", check=check_group_offsets),

@@ -1,0 +1,64 @@
+"""OffsetForLeaderEpoch (key 23), versions 0-4 (0-1 through protocol/legacy.py).
+
+Clients ask for the end offset of a leader epoch to validate their position after a
+leader change (KIP-320, KIP-101). Every partition here has had one leader epoch (0,
+the one Metadata reports), so for epoch 0 the answer is the log end offset, and for
+any later epoch, Kafka's "undefined" answer (epoch -1, offset -1). A current leader
+epoch (v2+) newer than the partition's is UNKNOWN_LEADER_EPOCH, an older one
+FENCED_LEADER_EPOCH; -1 skips that check. Unknown partitions are
+UNKNOWN_TOPIC_OR_PARTITION, partitions led elsewhere NOT_LEADER_OR_FOLLOWER.
+Not done: follower requests (replica_id >= 0) are answered like a consumer's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers.registry import RequestContext, api
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+NO_CURRENT_EPOCH = -1
+
+
+@api(23, "OffsetForLeaderEpoch", 0, 4)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for wanted_topic in request.topics or ():
+        topic = ctx.cluster.topics.get(wanted_topic.topic)
+        partitions = []
+        for wanted in wanted_topic.partitions or ():
+            code = ErrorCode.none
+            epoch, end_offset = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            partition = None
+            if topic is not None and 0 <= wanted.partition < len(topic.partitions):
+                partition = topic.partitions[wanted.partition]
+            current = getattr(wanted, "current_leader_epoch", NO_CURRENT_EPOCH)
+            if partition is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif partition.leader != ctx.node_id:
+                code = ErrorCode.not_leader_or_follower
+            elif current != NO_CURRENT_EPOCH and current > partition.leader_epoch:
+                code = ErrorCode.unknown_leader_epoch
+            elif current != NO_CURRENT_EPOCH and current < partition.leader_epoch:
+                code = ErrorCode.fenced_leader_epoch
+            elif 0 <= wanted.leader_epoch <= partition.leader_epoch:
+                epoch, end_offset = partition.leader_epoch, partition.log.next_offset
+            partitions.append(
+                ctx.make(
+                    "EpochEndOffset",
+                    error_code=code,
+                    partition=wanted.partition,
+                    leader_epoch=epoch,
+                    end_offset=end_offset,
+                )
+            )
+        topics.append(
+            ctx.make(
+                "OffsetForLeaderTopicResult", topic=wanted_topic.topic, partitions=tuple(partitions)
+            )
+        )
+    return ctx.response(throttle_time=NO_THROTTLE, topics=tuple(topics))
