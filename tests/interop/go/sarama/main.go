@@ -24,9 +24,11 @@ import (
 const partitions = 3
 
 type report struct {
+	Client        string            `json:"client"`
 	Version       string            `json:"version"`
 	Produced      map[string]int64  `json:"produced"`  // key -> partition
 	Consumed      map[string]string `json:"consumed"`  // key -> value
+	Headers       map[string]string `json:"headers"`   // key -> its "origin" header
 	Committed     map[int32]int64   `json:"committed"` // partition -> offset
 	Newest        map[int32]int64   `json:"newest"`    // partition -> high watermark
 	Oldest        map[int32]int64   `json:"oldest"`
@@ -39,6 +41,7 @@ type report struct {
 type collector struct {
 	mu       sync.Mutex
 	consumed map[string]string
+	headers  map[string]string
 	want     int
 	done     context.CancelFunc
 }
@@ -51,6 +54,11 @@ func (c *collector) ConsumeClaim(session sarama.ConsumerGroupSession, claim sara
 		session.MarkMessage(message, "")
 		c.mu.Lock()
 		c.consumed[string(message.Key)] = string(message.Value)
+		for _, header := range message.Headers {
+			if string(header.Key) == "origin" {
+				c.headers[string(message.Key)] = string(header.Value)
+			}
+		}
 		complete := len(c.consumed) == c.want
 		c.mu.Unlock()
 		if complete {
@@ -89,6 +97,7 @@ func main() {
 	config.Producer.Compression = sarama.CompressionGZIP
 	config.Consumer.Offsets.Initial = sarama.OffsetOldest
 	out := report{
+		Client:        "sarama",
 		Version:       config.Version.String(),
 		Produced:      map[string]int64{},
 		Committed:     map[int32]int64{},
@@ -122,6 +131,9 @@ func main() {
 			Topic: *topic,
 			Key:   sarama.StringEncoder(key),
 			Value: sarama.StringEncoder("value-" + key),
+			Headers: []sarama.RecordHeader{
+				{Key: []byte("origin"), Value: []byte("header-" + key)},
+			},
 		})
 		check(err, "produce")
 		out.Produced[key] = int64(partition)
@@ -131,7 +143,9 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	consuming, stop := context.WithCancel(ctx)
-	collect := &collector{consumed: map[string]string{}, want: *count, done: stop}
+	collect := &collector{
+		consumed: map[string]string{}, headers: map[string]string{}, want: *count, done: stop,
+	}
 	consumerGroup, err := sarama.NewConsumerGroup(addrs, *group, config)
 	check(err, "consumer group")
 	for consuming.Err() == nil {
@@ -142,6 +156,7 @@ func main() {
 		check(ctx.Err(), fmt.Sprintf("consumed %d of %d messages", len(collect.consumed), *count))
 	}
 	out.Consumed = collect.consumed
+	out.Headers = collect.headers
 
 	wanted := map[string][]int32{*topic: {0, 1, 2}}
 	offsets, err := admin.ListConsumerGroupOffsets(*group, wanted)

@@ -1,0 +1,189 @@
+"""The client matrix: one scenario, written once, run by a small program per client.
+
+Each driver is a program in another language, built by the test run from its registry
+(Go module proxy, npm) in a temporary folder, under tests/interop/<language>/<client>/.
+Every driver takes `-bootstrap HOST:PORT -topic T -group G -messages N` and, with its
+client's own APIs:
+1. creates topic T (3 partitions, retention.ms=3600000) and reads its configs back;
+2. produces N messages, key "key-NNN", value "value-" + key, header origin="header-" +
+   key, gzip-compressed, acks=all;
+3. consumes them all in consumer group G from the earliest offset, commits, leaves;
+4. reads G's committed offsets and the partitions' oldest and newest offsets, lists the
+   groups and describes G;
+5. deletes T;
+and prints one JSON report of what it saw. `check_report` holds the report against what
+the broker holds: the same checks for every client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minibroker import Broker
+
+HERE = Path(__file__).parent
+MESSAGES = 30
+PARTITIONS = 3
+RUN_TIMEOUT = 90  # seconds for one run of a driver
+BUILD_TIMEOUT = 600  # the first build fetches the client and its dependencies
+
+
+@dataclass(frozen=True)
+class Driver:
+    name: str
+    language: str  # "go" or "node"
+    folder: str  # under tests/interop/
+    entry: str  # the Go binary's name, or the Node script
+    args: tuple[str, ...] = ()
+    # (api, version) pairs the run must have sent: what this driver is here to exercise.
+    sends: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+
+
+DRIVERS = [
+    Driver("sarama-default", "go", "go/sarama", "sarama-scenarios"),
+    # Kafka 0.11's versions: the oldest whose record format (magic 2) the broker stores.
+    Driver(
+        "sarama-kafka-0.11",
+        "go",
+        "go/sarama",
+        "sarama-scenarios",
+        args=("-version", "0.11.0.0"),
+        sends=frozenset({("DescribeConfigs", 0), ("CreateTopics", 2), ("OffsetCommit", 3)}),
+    ),
+]
+
+
+def check_report(report: dict[str, Any], broker: Broker, topic: str, group: str) -> None:
+    """What every client must have seen, and left behind, on the broker."""
+    keys = [f"key-{i:03d}" for i in range(MESSAGES)]
+    assert report["consumed"] == {key: f"value-{key}" for key in keys}
+    assert report["headers"] == {key: f"header-{key}" for key in keys}
+    assert sorted(report["produced"]) == keys
+    assert {int(p) for p in report["produced"].values()} <= set(range(PARTITIONS))
+    # Every partition's committed offset is its end: the group read it all and committed.
+    newest = {int(p): int(offset) for p, offset in report["newest"].items()}
+    assert sorted(newest) == list(range(PARTITIONS))
+    assert sum(newest.values()) == MESSAGES
+    for partition in range(PARTITIONS):
+        produced_here = sum(1 for p in report["produced"].values() if int(p) == partition)
+        assert newest[partition] == produced_here, partition
+    assert {int(p): int(offset) for p, offset in report["committed"].items()} == newest
+    assert {int(p): int(offset) for p, offset in report["oldest"].items()} == dict.fromkeys(
+        range(PARTITIONS), 0
+    )
+    # The config set at creation is reported as set, the others as defaults.
+    assert report["topic_configs"]["retention.ms"] == "3600000"
+    assert report["default_config"]["retention.ms"] is False
+    assert report["topic_configs"]["cleanup.policy"] == "delete"
+    assert report["default_config"]["cleanup.policy"] is True
+    assert group in report["groups"]
+    assert report["group_state"] == "Empty"
+    assert broker.state.topics.get(topic) is None
+
+
+# --- building the drivers ---------------------------------------------------------------
+
+
+def _build_go(folder: Path, work: Path, entry: str) -> list[str]:
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("Go is not installed (go on PATH)")
+    for source in folder.iterdir():
+        if source.suffix in (".go", ".mod"):
+            shutil.copy(source, work / source.name)
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    fetched = subprocess.run(
+        [go, "mod", "tidy"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+    )
+    if fetched.returncode != 0:
+        pytest.skip(
+            f"{folder.name} could not be fetched from the Go module proxy: {fetched.stderr[-600:]}"
+        )
+    built = subprocess.run(
+        [go, "build", "-o", entry, "."],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+    )
+    assert built.returncode == 0, built.stderr
+    return [str(work / entry)]
+
+
+def _build_node(folder: Path, work: Path, entry: str) -> list[str]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("Node.js is not installed (node and npm on PATH)")
+    for source in folder.iterdir():
+        if source.is_file():
+            shutil.copy(source, work / source.name)
+    installed = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--silent"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+    )
+    if installed.returncode != 0:
+        pytest.skip(f"{folder.name} could not be installed from npm: {installed.stderr[-600:]}")
+    return [node, str(work / entry)]
+
+
+class Built:
+    """Each driver folder built once per session."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._commands: dict[str, list[str]] = {}
+
+    def command(self, driver: Driver) -> list[str]:
+        if driver.folder not in self._commands:
+            work = self._factory.mktemp(driver.folder.replace("/", "-"))
+            build = _build_go if driver.language == "go" else _build_node
+            self._commands[driver.folder] = build(HERE / driver.folder, work, driver.entry)
+        return self._commands[driver.folder]
+
+
+@pytest.fixture(scope="session")
+def built_drivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    yield Built(tmp_path_factory)
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=lambda driver: driver.name)
+def test_client_scenario(built_drivers: Built, kafka_broker: Broker, driver: Driver) -> None:
+    topic, group = f"matrix-{driver.name}", f"matrix-group-{driver.name}"
+    command = [
+        *built_drivers.command(driver),
+        "-bootstrap",
+        kafka_broker.bootstrap_servers,
+        "-topic",
+        topic,
+        "-group",
+        group,
+        "-messages",
+        str(MESSAGES),
+        *driver.args,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    check_report(report, kafka_broker, topic, group)
+
+    served = kafka_broker.recent_requests()
+    assert [r for r in served if r.outcome != "ok"] == []
+    assert driver.sends <= {(r.api, r.version) for r in served}
