@@ -185,5 +185,25 @@ def test_client_scenario(built_drivers: Built, kafka_broker: Broker, driver: Dri
     check_report(report, kafka_broker, topic, group)
 
     served = kafka_broker.recent_requests()
+    _record(driver, report, {(r.api, r.version) for r in served})
     assert [r for r in served if r.outcome != "ok"] == []
     assert driver.sends <= {(r.api, r.version) for r in served}
+
+
+def _record(driver: Driver, report: dict[str, Any], sent: set[tuple[str, int]]) -> None:
+    """With MINIBROKER_MATRIX_REPORT set, add this client's line to that JSON file
+    (tools/client_matrix.py turns it into the README's table)."""
+    target = os.environ.get("MINIBROKER_MATRIX_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    lines = json.loads(path.read_text()) if path.exists() else {}
+    versions: dict[str, list[int]] = {}
+    for api, version in sorted(sent):
+        versions.setdefault(api, []).append(version)
+    lines[driver.name] = {
+        "client": report.get("client"),
+        "speaks": report.get("version"),
+        "versions": versions,
+    }
+    path.write_text(json.dumps(lines, indent=1, sort_keys=True))
