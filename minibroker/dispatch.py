@@ -83,7 +83,8 @@ class Dispatcher:
         except messages.InvalidRequest as exc:
             self._record(None, "?", -1, -1, "closed: malformed")
             raise CloseConnection(str(exc)) from exc
-        name = messages.api_name(api_key)
+        registered = handlers.HANDLERS.get(api_key)
+        name = registered.name if registered is not None else messages.api_name(api_key)
         if api_key == messages.API_VERSIONS_KEY and version > api_versions.MAX_VERSION:
             self._record(None, name, version, correlation_id, "UNSUPPORTED_VERSION")
             return messages.encode_response(
