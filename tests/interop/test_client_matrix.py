@@ -51,6 +51,8 @@ class Driver:
 DRIVERS = [
     Driver("sarama-default", "go", "go/sarama", "sarama-scenarios"),
     Driver("franz-go-default", "go", "go/franz", "franz-scenarios"),
+    Driver("kafkajs", "node", "node/kafkajs", "scenarios.js"),
+    Driver("platformatic-kafka", "node", "node/platformatic", "scenarios.mjs"),
     # Kafka 0.11's versions: the oldest whose record format (magic 2) the broker stores.
     Driver(
         "sarama-kafka-0.11",
