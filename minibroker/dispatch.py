@@ -1,8 +1,10 @@
 """The one place every request passes through: frame in, outcome out. Sans-IO.
 
-Outcomes: bytes to send, nothing to send (acks=0), a long poll to finish later, or
-CloseConnection when the frame cannot be understood (the stream can no longer be
-trusted, so only this client's connection is dropped).
+Outcomes: bytes to send, nothing to send (acks=0), a long poll to finish later, a
+response to work out in pieces (only when the caller asks for them), or CloseConnection
+when the frame cannot be understood (the stream can no longer be trusted, so only this
+client's connection is dropped). Decoding (`decode`) touches no state, so the server may
+run it off the event loop for large frames; `answer` then runs on the loop.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from minibroker import handlers
 from minibroker.handlers import api_versions
-from minibroker.handlers.registry import Pending, RequestContext
+from minibroker.handlers.registry import ApiHandler, Pending, RequestContext, Steps
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState
 
@@ -49,6 +51,23 @@ class PendingReply:
     wait_keys: tuple[Hashable, ...]
 
 
+@dataclass(slots=True)
+class SteppedReply:
+    """A response worked out in pieces: each `next(pieces)` does one; the generator
+    returns the encoded response. It raises CloseConnection like `dispatch` does."""
+
+    pieces: Generator[None, None, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A request read from its frame, with the handler that serves it."""
+
+    handler: ApiHandler
+    header: messages.RequestHeader
+    request: Any
+
+
 class Dispatcher:
     def __init__(self, cluster: ClusterState, node_id: int, history: int = 1000) -> None:
         self.cluster = cluster
@@ -76,8 +95,21 @@ class Dispatcher:
         )
 
     def dispatch(
-        self, frame: bytes | memoryview, client_host: str = ""
-    ) -> bytes | PendingReply | None:
+        self,
+        frame: bytes | memoryview,
+        client_host: str = "",
+        *,
+        stepped: bool = False,
+    ) -> bytes | PendingReply | SteppedReply | None:
+        """The outcome of one request frame: `decode`, then `answer`."""
+        decoded = self.decode(frame)
+        if isinstance(decoded, bytes):
+            return decoded
+        return self.answer(decoded, client_host, stepped=stepped)
+
+    def decode(self, frame: bytes | memoryview) -> Decoded | bytes:
+        """The request and its handler, or an answer given without decoding (ApiVersions
+        at a version above the served ones). Touches no cluster state."""
         try:
             api_key, version, correlation_id = messages.peek_header_prefix(frame)
         except messages.InvalidRequest as exc:
@@ -99,9 +131,18 @@ class Dispatcher:
         except (messages.InvalidRequest, LookupError) as exc:
             self._record(None, name, version, correlation_id, "closed: malformed")
             raise CloseConnection(str(exc)) from exc
+        return Decoded(handler, header, request)
+
+    def answer(
+        self, decoded: Decoded, client_host: str = "", *, stepped: bool = False
+    ) -> bytes | PendingReply | SteppedReply | None:
+        """Serve a decoded request. A handler that works in pieces (`Steps`) is run
+        through at once, unless `stepped`: then its pieces are handed back."""
+        handler, header = decoded.handler, decoded.header
+        version, correlation_id = header.api_version, header.correlation_id
         ctx = RequestContext(self.cluster, self.node_id, header, client_host)
         try:
-            result = handler.handle(ctx, request)
+            result = handler.handle(ctx, decoded.request)
         except Exception as exc:
             # A handler bug met by odd input: this client loses its connection, the
             # broker and every other connection carry on.
@@ -127,7 +168,25 @@ class Dispatcher:
             return PendingReply(
                 deadline=pending.deadline, finish=finish, wait_keys=pending.wait_keys
             )
+        if isinstance(result, Steps):
+            pieces = self._pieces(handler, header, result)
+            if stepped:
+                return SteppedReply(pieces)
+            encoded: bytes = Steps(pieces).run()
+            return encoded
         return self._encode(header, handler.name, version, correlation_id, result)
+
+    def _pieces(
+        self, handler: ApiHandler, header: messages.RequestHeader, steps: Steps
+    ) -> Generator[None, None, bytes]:
+        version, correlation_id = header.api_version, header.correlation_id
+        try:
+            response = yield from steps.pieces
+        except Exception as exc:
+            log.exception("node %d: %s v%d failed", self.node_id, handler.name, version)
+            self._record(header, handler.name, version, correlation_id, "closed: handler error")
+            raise CloseConnection(f"{handler.name} v{version} failed: {exc!r}") from exc
+        return self._encode(header, handler.name, version, correlation_id, response)
 
     def _encode(
         self,

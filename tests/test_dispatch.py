@@ -13,9 +13,10 @@ from kio.schema.errors import ErrorCode
 
 from minibroker import Broker
 from minibroker.config import BrokerConfig
-from minibroker.dispatch import CloseConnection, Dispatcher
+from minibroker.dispatch import CloseConnection, Dispatcher, SteppedReply
 from minibroker.handlers import registry
 from minibroker.handlers.registry import RequestContext
+from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState, Node
 from tests.rawclient import RawClient, encode, make, make_request
 
@@ -120,3 +121,56 @@ def test_the_client_whose_response_fails_loses_only_its_connection() -> None:
         outcomes = [(r.api, r.version, r.outcome) for r in broker.recent_requests()]
         assert ("Metadata", 9, "closed: response failed to encode") in outcomes
         assert ("Metadata", 12, "ok") in outcomes
+
+
+def _create_topics_frame(count: int, prefix: str) -> bytes:
+    topics = tuple(
+        make(
+            19,
+            7,
+            "CreatableTopic",
+            name=f"{prefix}-{i}",
+            num_partitions=1,
+            replication_factor=1,
+            assignments=(),
+            configs=(),
+        )
+        for i in range(count)
+    )
+    request = make_request(
+        19, 7, topics=topics, timeout=datetime.timedelta(seconds=5), validate_only=False
+    )
+    return encode(19, 7, request, 11)[4:]
+
+
+def test_a_large_create_topics_is_answered_in_pieces_with_the_same_bytes() -> None:
+    """Stepped, CreateTopics works through its topics a hundred at a time (the server
+    serves other connections between pieces); the answer is the one given at once."""
+    stepped_dispatcher, whole_dispatcher = _dispatcher(), _dispatcher()
+    reply = stepped_dispatcher.dispatch(_create_topics_frame(250, "t"), stepped=True)
+    assert isinstance(reply, SteppedReply)
+    pieces = 0
+    while True:
+        try:
+            next(reply.pieces)
+        except StopIteration as done:
+            stepped_answer = done.value
+            break
+        pieces += 1
+    assert pieces == 2  # after topics 100 and 200
+    whole_answer = whole_dispatcher.dispatch(_create_topics_frame(250, "t"))
+    assert isinstance(whole_answer, bytes)
+
+    def results(frame: bytes) -> list[tuple[str, int, int, int]]:
+        _, response = messages.decode_response(frame[4:], 19, 7)
+        return [
+            (t.name, t.error_code.value, t.num_partitions, len(t.configs or ()))
+            for t in response.topics
+        ]
+
+    # The same answer but for the topic ids, which are new random ids on each broker.
+    assert results(stepped_answer) == results(whole_answer)
+    assert [name for name, code, *_ in results(stepped_answer) if code == 0] == [
+        f"t-{i}" for i in range(250)
+    ]
+    assert len(stepped_answer) == len(whole_answer)

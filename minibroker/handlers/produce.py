@@ -2,8 +2,11 @@
 
 Each partition's records must be exactly one magic-2 batch. The batch is checked (framing,
 CRC32C, size against the topic's max.message.bytes, idempotent sequence) and stored as
-raw bytes with its base offset rewritten. acks 0 gets no response at all; acks 1 and all
-are the same here (there are no followers).
+raw bytes with its base offset rewritten. A CreateTime topic that sets
+message.timestamp.before.max.ms or .after.max.ms (or the deprecated
+.difference.max.ms) has each record's timestamp checked against the cluster's clock:
+INVALID_TIMESTAMP, with the offending records in record_errors (v8+). acks 0 gets no
+response at all; acks 1 and all are the same here (there are no followers).
 Not done: transactional batches (rejected: transactions are not served yet).
 """
 
@@ -21,6 +24,8 @@ from minibroker.state.producers import SequenceError
 from minibroker.state.topics import Topic, quoted
 
 VALID_ACKS = (0, 1, -1)
+RECORD_ERRORS_VERSION = 8  # Produce v8 added record_errors and error_message
+NO_TIMESTAMP = -1  # a record without a timestamp (RecordBatch.NO_TIMESTAMP)
 
 
 # The smallest record is 7 bytes (length, attributes, timestamp delta, offset delta, key
@@ -39,10 +44,50 @@ def _max_records(compression: int, batch_bytes: int) -> int:
 
 
 class _Rejected(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        # (index of the record in its batch, what is wrong with it): Produce v8+'s
+        # record_errors.
+        self.record_errors = record_errors or []
+
+
+def _check_timestamps(ctx: RequestContext, batch: bytes, before_ms: int, after_ms: int) -> None:
+    """Refuse the batch (INVALID_TIMESTAMP) if a record's CreateTime is more than
+    `before_ms` behind the broker's clock or `after_ms` ahead of it, as Kafka 3.6+ does
+    (LogValidator; records without a timestamp, -1, pass). Every record is decoded: the
+    header holds the batch's first and largest timestamps, not its smallest, and is the
+    producer's word. Only topics that set a limit come here."""
+    now = ctx.cluster.clock.wall_ms()
+    earliest, latest = now - before_ms, now + after_ms
+    errors: list[tuple[int, str]] = []
+    try:
+        for index, record in enumerate(
+            records.iter_records(
+                batch, max_decompressed_bytes=ctx.cluster.config.max_decompressed_batch_bytes
+            )
+        ):
+            if record.timestamp != NO_TIMESTAMP and not (earliest <= record.timestamp <= latest):
+                errors.append(
+                    (
+                        index,
+                        f"Timestamp {record.timestamp} of message with offset {record.offset} "
+                        f"is out of range. The timestamp should be within [{earliest}, {latest}]",
+                    )
+                )
+    except records.CodecUnavailable as exc:
+        raise _Rejected(ErrorCode.unsupported_compression_type, str(exc)) from exc
+    except records.InvalidBatch as exc:
+        raise _Rejected(ErrorCode.corrupt_message, str(exc)) from exc
+    if errors:
+        raise _Rejected(
+            ErrorCode.invalid_timestamp,
+            "One or more records have been rejected due to invalid timestamp",
+            errors,
+        )
 
 
 def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> tuple[int, int]:
@@ -88,6 +133,9 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
         )
     if header.is_transactional or header.is_control:
         raise _Rejected(ErrorCode.invalid_txn_state, "transactions are not served yet")
+    bounds = topic.timestamp_bounds()
+    if bounds is not None:
+        _check_timestamps(ctx, batch, *bounds)
     try:
         duplicate_of = partition.producers.check(header)
     except SequenceError as exc:
@@ -108,7 +156,20 @@ def _partition_response(
     append_time: int = -1,
     log_start: int = -1,
     message: str | None = None,
+    record_errors: list[tuple[int, str]] | None = None,
 ) -> Any:
+    errors = (
+        tuple(
+            ctx.make(
+                "BatchIndexAndErrorMessage",
+                batch_index=index,
+                batch_index_error_message=text,
+            )
+            for index, text in record_errors
+        )
+        if record_errors and ctx.version >= RECORD_ERRORS_VERSION
+        else ()
+    )
     return ctx.make(
         "PartitionProduceResponse",
         index=index,
@@ -120,7 +181,7 @@ def _partition_response(
             else None
         ),
         log_start_offset=log_start,
-        record_errors=(),
+        record_errors=errors,
         error_message=message,
     )
 
@@ -160,7 +221,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 base_offset, append_time = _append(ctx, topic, index, partition_data.records)
             except _Rejected as rejected:
                 partitions.append(
-                    _partition_response(ctx, index, rejected.code, message=rejected.message)
+                    _partition_response(
+                        ctx,
+                        index,
+                        rejected.code,
+                        message=rejected.message,
+                        record_errors=rejected.record_errors,
+                    )
                 )
                 continue
             appended.append(topic.partitions[index].log)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -48,6 +48,27 @@ class Pending:
     deadline: float
     poll: Callable[[bool], Any]
     wait_keys: tuple[Hashable, ...] = (GROUP_EVENTS,)
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """A response worked out in bounded pieces, for requests whose size the client
+    chooses (one CreateTopics may name 100,000 topics).
+
+    Each `next()` of `pieces` does one piece; the generator's return value is the
+    response. The server serves other connections between pieces, so one large request
+    slows the others down instead of stopping them.
+    """
+
+    pieces: Generator[None, None, Any]
+
+    def run(self) -> Any:
+        """Every piece at once (sans-IO callers and tests)."""
+        while True:
+            try:
+                next(self.pieces)
+            except StopIteration as done:
+                return done.value
 
 
 Handler = Callable[[RequestContext, Any], Any]
