@@ -35,7 +35,9 @@ from minibroker.protocol.messages import (
 from minibroker.state.topics import TopicError, effective_configs, validate_topic_configs
 
 _REFUSALS: dict[tuple[int, str], StringVariants] = {}
-_CONFIG_LISTS: dict[tuple[int, tuple[tuple[str, str], ...]], bytes] = {}
+_CONFIG_LISTS: dict[
+    tuple[int, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], bytes
+] = {}
 MAX_CACHED_CONFIG_LISTS = 256
 NO_TAGS = b"\x00"
 NULL_LIST_AND_NO_TAGS = b"\x00" + NO_TAGS
@@ -82,7 +84,8 @@ def _result(
 
 
 def _configs(ctx: RequestContext, configs: dict[str, str]) -> bytes:
-    key = (ctx.version, tuple(sorted(configs.items())))
+    registry = ctx.cluster.topics
+    key = (ctx.version, tuple(sorted(configs.items())), registry.defaults_key)
     encoded = _CONFIG_LISTS.get(key)
     if encoded is None:
         items = [
@@ -96,7 +99,9 @@ def _configs(ctx: RequestContext, configs: dict[str, str]) -> bytes:
                     is_sensitive=False,
                 )
             )
-            for name, (value, set_on_topic) in sorted(effective_configs(configs).items())
+            for name, (value, set_on_topic) in sorted(
+                effective_configs(configs, registry.defaults).items()
+            )
         ]
         encoded = _CONFIG_LISTS[key] = encode_array(items, flexible=True)
         if len(_CONFIG_LISTS) > MAX_CACHED_CONFIG_LISTS:

@@ -34,7 +34,9 @@ class ClusterState:
         self.clock: Clock = clock or SystemClock()
         self.nodes: dict[int, Node] = {}
         self.topics = TopicRegistry(
-            lambda: list(self.nodes) or [0], self.config.max_partitions_per_broker
+            lambda: list(self.nodes) or [0],
+            self.config.max_partitions_per_broker,
+            defaults={"max.message.bytes": str(self.config.message_max_bytes)},
         )
         self.producer_ids = ProducerIdAllocator()
         self.groups = GroupCoordinator(self.config, self._partition_exists)

@@ -110,12 +110,16 @@ class Topic:
     # Encodings of this topic's Metadata entry, kept by the Metadata handler and keyed
     # by what they depend on, so a cluster with many topics is described quickly.
     encoded: dict[Any, bytes] = field(default_factory=dict, repr=False, compare=False)
+    # What a config the topic does not set falls back to: the broker's defaults.
+    defaults: Mapping[str, str] = field(
+        default_factory=lambda: TOPIC_CONFIG_DEFAULTS, repr=False, compare=False
+    )
 
     def config(self, name: str) -> str:
-        return self.configs.get(name, TOPIC_CONFIG_DEFAULTS[name])
+        return self.configs.get(name, self.defaults[name])
 
     def effective_configs(self) -> dict[str, tuple[str, bool]]:
-        return effective_configs(self.configs)
+        return effective_configs(self.configs, self.defaults)
 
     @property
     def max_message_bytes(self) -> int:
@@ -149,12 +153,14 @@ class Topic:
         return before, after
 
 
-def effective_configs(configs: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+def effective_configs(
+    configs: Mapping[str, str], defaults: Mapping[str, str] = TOPIC_CONFIG_DEFAULTS
+) -> dict[str, tuple[str, bool]]:
     """Every topic config with the value in force and whether the topic sets it (else
-    the default): what DescribeConfigs and CreateTopics v5+ report."""
+    the broker's default): what DescribeConfigs and CreateTopics v5+ report."""
     return {
         name: (configs[name], True) if name in configs else (default, False)
-        for name, default in TOPIC_CONFIG_DEFAULTS.items()
+        for name, default in defaults.items()
     }
 
 
@@ -388,8 +394,15 @@ class TopicRegistry:
     """All topics of the cluster; leaders are spread over the brokers round robin."""
 
     def __init__(
-        self, broker_ids: Callable[[], list[int]], max_partitions_per_broker: int = 100_000
+        self,
+        broker_ids: Callable[[], list[int]],
+        max_partitions_per_broker: int = 100_000,
+        defaults: Mapping[str, str] | None = None,
     ) -> None:
+        # Topic configs' defaults on this broker: Kafka's, but for those the broker's own
+        # settings give (max.message.bytes from message.max.bytes).
+        self.defaults: Mapping[str, str] = {**TOPIC_CONFIG_DEFAULTS, **(defaults or {})}
+        self.defaults_key = tuple(sorted(self.defaults.items()))
         self._broker_ids = broker_ids
         self.max_partitions_per_broker = max_partitions_per_broker
         self.partition_count = 0
@@ -455,6 +468,7 @@ class TopicRegistry:
             partitions=[Partition(index=i, leader=self._next_leader()) for i in range(partitions)],
             configs=checked,
             internal=internal,
+            defaults=self.defaults,
         )
         self._topics[name] = topic
         self._by_id[topic.topic_id] = topic

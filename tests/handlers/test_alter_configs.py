@@ -497,3 +497,19 @@ def test_alter_configs_validate_only_changes_nothing(
         )
         assert code == INVALID_CONFIG
         assert described(client, topic) == before
+
+
+@pytest.mark.kafka(message_max_bytes=3_000_000)
+def test_the_brokers_message_max_bytes_is_the_default_of_its_topics(
+    kafka_broker: Broker, kafka_topic: TopicFactory
+) -> None:
+    """message_max_bytes (Kafka's message.max.bytes) is what a topic that does not set
+    max.message.bytes allows, and what DescribeConfigs reports as its default."""
+    topic = kafka_topic()
+    large = records.build_batch([(None, b"x" * 2_000_000)])
+    with RawClient(kafka_broker.bootstrap_servers, timeout=30) as client:
+        assert described(client, topic)["max.message.bytes"] == ("3000000", DEFAULT_CONFIG)
+        assert produce(client, topic, large) == NONE
+        changes = [("max.message.bytes", SET, "1048588")]
+        assert incremental(client, 1, [(TOPIC, topic, changes)]) == [(NONE, None, TOPIC, topic)]
+        assert produce(client, topic, large) == MESSAGE_TOO_LARGE
