@@ -35,6 +35,8 @@ MESSAGES = 30
 PARTITIONS = 3
 RUN_TIMEOUT = 90  # seconds for one run of a driver
 BUILD_TIMEOUT = 600  # the first build fetches the client and its dependencies
+# What the Node drivers share (flags, report, errors), copied next to each one's script.
+DRIVER_COMMON_NODE = HERE / "node" / "driver.cjs"
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _build_node(folder: Path, work: Path, entry: str) -> list[str]:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("Node.js is not installed (node and npm on PATH)")
-    for source in folder.iterdir():
+    for source in [*folder.iterdir(), DRIVER_COMMON_NODE]:
         if source.is_file():
             shutil.copy(source, work / source.name)
     installed = subprocess.run(

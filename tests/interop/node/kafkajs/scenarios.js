@@ -10,73 +10,14 @@
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
 
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
+const { run, step } = require('./driver.cjs')
 
 const CLIENT = 'kafkajs'
 const VERSION = '2.2.4'
 const PARTITIONS = 3
 const DEFAULT_CONFIG_SOURCE = 5 // DescribeConfigs ConfigSource DEFAULT_CONFIG
 
-function fail(what, err) {
-  let detail = String(err)
-  if (err && err.cause) detail += ` (caused by ${err.cause})`
-  process.stderr.write(`${CLIENT}-scenarios: ${what}: ${detail}\n`, () => process.exit(1))
-}
-
-// Go's flag syntax: -name value, -name=value, --name value.
-function parseArgs(argv) {
-  const flags = { bootstrap: '', topic: '', group: '', messages: '30' }
-  for (let i = 0; i < argv.length; i++) {
-    const match = /^--?([^=]+)(?:=(.*))?$/.exec(argv[i])
-    if (!match || !(match[1] in flags)) throw new Error(`unknown argument ${argv[i]}`)
-    if (match[2] !== undefined) {
-      flags[match[1]] = match[2]
-    } else {
-      if (i + 1 >= argv.length) throw new Error(`flag needs an argument: ${argv[i]}`)
-      flags[match[1]] = argv[++i]
-    }
-  }
-  for (const name of ['bootstrap', 'topic', 'group']) {
-    if (!flags[name]) throw new Error(`-${name} is required`)
-  }
-  const count = Number(flags.messages)
-  if (!Number.isInteger(count) || count < 0) throw new Error(`bad -messages ${flags.messages}`)
-  return { bootstrap: flags.bootstrap, topic: flags.topic, group: flags.group, count }
-}
-
-// Runs one step, turning its failure into "<client>-scenarios: <what>: <err>".
-async function step(what, fn) {
-  try {
-    return await fn()
-  } catch (err) {
-    const wrapped = new Error(err && err.message ? err.message : String(err))
-    wrapped.what = what
-    wrapped.cause = err
-    throw wrapped
-  }
-}
-
-function sortedObject(object) {
-  const out = {}
-  for (const key of Object.keys(object).sort()) out[key] = object[key]
-  return out
-}
-
-async function main() {
-  const { bootstrap, topic, group, count } = await step('flags', () => parseArgs(process.argv.slice(2)))
-  const out = {
-    client: CLIENT,
-    version: VERSION,
-    produced: {}, // key -> partition
-    consumed: {}, // key -> value
-    headers: {}, // key -> its "origin" header
-    committed: {}, // partition -> offset
-    newest: {}, // partition -> high watermark
-    oldest: {},
-    topic_configs: {},
-    default_config: {},
-    groups: [],
-    group_state: '',
-  }
+async function scenario({ bootstrap, topic, group, count }, out) {
 
   const kafka = new Kafka({
     clientId: `${CLIENT}-scenarios`,
@@ -171,8 +112,6 @@ async function main() {
     )
   )
   await step('consumer group close', () => consumer.disconnect())
-  out.consumed = sortedObject(out.consumed)
-  out.headers = sortedObject(out.headers)
 
   await step('list consumer group offsets', async () => {
     const offsets = await admin.fetchOffsets({ groupId: group, topics: [topic] })
@@ -201,9 +140,7 @@ async function main() {
   })
   await step('delete topic', () => admin.deleteTopics({ topics: [topic] }))
   await step('admin close', () => admin.disconnect())
-
-  process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0))
 }
 
-setTimeout(() => fail('timeout', 'the scenario did not finish within 60 s'), 60000)
-main().catch(err => fail(err.what || 'scenario', err.cause || err))
+// kafkajs errors name their cause apart from their message.
+run(CLIENT, VERSION, scenario, err => (err && err.cause ? `${err} (caused by ${err.cause})` : String(err)))

@@ -31,71 +31,14 @@ const {
   stringDeserializers,
   stringSerializers,
 } = await import('@platformatic/kafka')
+const { default: driver } = await import('./driver.cjs')
+const { run, step } = driver
 
 const CLIENT = '@platformatic/kafka'
 const VERSION = '2.12.1'
 const PARTITIONS = 3
 
-function fail(what, err) {
-  // The client's errors (PLT_KFK_*) already name their causes in their message.
-  process.stderr.write(`${CLIENT}-scenarios: ${what}: ${err}\n`, () => process.exit(1))
-}
-
-// Go's flag syntax: -name value, -name=value, --name value.
-function parseArgs(argv) {
-  const flags = { bootstrap: '', topic: '', group: '', messages: '30' }
-  for (let i = 0; i < argv.length; i++) {
-    const match = /^--?([^=]+)(?:=(.*))?$/.exec(argv[i])
-    if (!match || !(match[1] in flags)) throw new Error(`unknown argument ${argv[i]}`)
-    if (match[2] !== undefined) {
-      flags[match[1]] = match[2]
-    } else {
-      if (i + 1 >= argv.length) throw new Error(`flag needs an argument: ${argv[i]}`)
-      flags[match[1]] = argv[++i]
-    }
-  }
-  for (const name of ['bootstrap', 'topic', 'group']) {
-    if (!flags[name]) throw new Error(`-${name} is required`)
-  }
-  const count = Number(flags.messages)
-  if (!Number.isInteger(count) || count < 0) throw new Error(`bad -messages ${flags.messages}`)
-  return { bootstrap: flags.bootstrap, topic: flags.topic, group: flags.group, count }
-}
-
-// Runs one step, turning its failure into "<client>-scenarios: <what>: <err>".
-async function step(what, fn) {
-  try {
-    return await fn()
-  } catch (err) {
-    const wrapped = new Error(err && err.message ? err.message : String(err))
-    wrapped.what = what
-    wrapped.cause = err
-    throw wrapped
-  }
-}
-
-function sortedObject(object) {
-  const out = {}
-  for (const key of Object.keys(object).sort()) out[key] = object[key]
-  return out
-}
-
-async function main() {
-  const { bootstrap, topic, group, count } = await step('flags', () => parseArgs(process.argv.slice(2)))
-  const out = {
-    client: CLIENT,
-    version: VERSION,
-    produced: {}, // key -> partition
-    consumed: {}, // key -> value
-    headers: {}, // key -> its "origin" header
-    committed: {}, // partition -> offset
-    newest: {}, // partition -> high watermark
-    oldest: {},
-    topic_configs: {},
-    default_config: {},
-    groups: [],
-    group_state: '',
-  }
+async function scenario({ bootstrap, topic, group, count }, out) {
   const base = { bootstrapBrokers: [bootstrap], retries: 3 }
 
   const admin = new Admin({ ...base, clientId: 'platformatic-scenarios-admin' })
@@ -173,8 +116,9 @@ async function main() {
     }
   })
   if (Object.keys(out.consumed).length !== count) {
-    fail(`consumed ${Object.keys(out.consumed).length} of ${count} messages`, 'the stream ended')
-    return
+    const error = new Error('the stream ended')
+    error.what = `consumed ${Object.keys(out.consumed).length} of ${count} messages`
+    throw error
   }
   await step('commit', () =>
     consumer.commit({
@@ -188,8 +132,6 @@ async function main() {
   )
   await step('consumer stream close', () => stream.close())
   await step('consumer group close', () => consumer.close())
-  out.consumed = sortedObject(out.consumed)
-  out.headers = sortedObject(out.headers)
 
   await step('list consumer group offsets', async () => {
     const listed = await admin.listConsumerGroupOffsets({
@@ -235,9 +177,6 @@ async function main() {
   })
   await step('delete topic', () => admin.deleteTopics({ topics: [topic] }))
   await step('admin close', () => admin.close())
-
-  process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0))
 }
 
-setTimeout(() => fail('timeout', 'the scenario did not finish within 60 s'), 60000)
-main().catch(err => fail(err.what || 'scenario', err.cause || err))
+run(CLIENT, VERSION, scenario)
