@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from kio.schema.errors import ErrorCode
+
+from minibroker.state.topics import Partition, Topic
 
 NO_THROTTLE = datetime.timedelta(0)
 # Kafka's ConfigSource values (DescribeConfigs, CreateTopics v5+ results).
@@ -40,3 +43,14 @@ class CreationAllowance:
 
 def millis(delta: datetime.timedelta) -> int:
     return int(delta.total_seconds() * 1000)
+
+
+def led_partition(ctx: Any, topic: Topic | None, index: int) -> tuple[Partition | None, ErrorCode]:
+    """Partition `index` of `topic` if this node leads it, else why not: the lookup of
+    every per-partition API (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER)."""
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return None, ErrorCode.unknown_topic_or_partition
+    partition = topic.partitions[index]
+    if partition.leader != ctx.node_id:
+        return None, ErrorCode.not_leader_or_follower
+    return partition, ErrorCode.none

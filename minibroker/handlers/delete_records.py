@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers._common import NO_THROTTLE, led_partition
 from minibroker.handlers.registry import RequestContext, api
 
 TO_HIGH_WATERMARK = -1
@@ -28,14 +28,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         topic = ctx.cluster.topics.get(wanted_topic.name)
         partitions = []
         for wanted in wanted_topic.partitions or ():
-            code = ErrorCode.none
             low_watermark = -1
-            if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
-                code = ErrorCode.unknown_topic_or_partition
-            elif topic.partitions[wanted.partition_index].leader != ctx.node_id:
-                code = ErrorCode.not_leader_or_follower
-            else:
-                log = topic.partitions[wanted.partition_index].log
+            partition, code = led_partition(ctx, topic, wanted.partition_index)
+            if partition is not None:
+                log = partition.log
                 target = log.high_watermark if wanted.offset == TO_HIGH_WATERMARK else wanted.offset
                 if not 0 <= target <= log.high_watermark:
                     code = ErrorCode.offset_out_of_range

@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers._common import NO_THROTTLE, led_partition
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.log import PartitionLog
 
@@ -64,13 +64,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             offset = timestamp = -1
             if named[wanted_topic.name, wanted.partition_index] > 1:
                 code = ErrorCode.invalid_request
-            elif topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
-                code = ErrorCode.unknown_topic_or_partition
-            elif topic.partitions[wanted.partition_index].leader != ctx.node_id:
-                code = ErrorCode.not_leader_or_follower
             else:
-                log = topic.partitions[wanted.partition_index].log
-                offset, timestamp = _lookup(log, wanted.timestamp, limit)
+                partition, code = led_partition(ctx, topic, wanted.partition_index)
+                if partition is not None:
+                    offset, timestamp = _lookup(partition.log, wanted.timestamp, limit)
             partitions.append(
                 ctx.make(
                     "ListOffsetsPartitionResponse",

@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers._common import NO_THROTTLE, led_partition
 from minibroker.handlers.registry import RequestContext, api
 
 UNDEFINED_EPOCH = -1
@@ -31,22 +31,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         topic = ctx.cluster.topics.get(wanted_topic.topic)
         partitions = []
         for wanted in wanted_topic.partitions or ():
-            code = ErrorCode.none
             epoch, end_offset = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            partition = None
-            if topic is not None and 0 <= wanted.partition < len(topic.partitions):
-                partition = topic.partitions[wanted.partition]
+            partition, code = led_partition(ctx, topic, wanted.partition)
             current = getattr(wanted, "current_leader_epoch", NO_CURRENT_EPOCH)
-            if partition is None:
-                code = ErrorCode.unknown_topic_or_partition
-            elif partition.leader != ctx.node_id:
-                code = ErrorCode.not_leader_or_follower
-            elif current != NO_CURRENT_EPOCH and current > partition.leader_epoch:
-                code = ErrorCode.unknown_leader_epoch
-            elif current != NO_CURRENT_EPOCH and current < partition.leader_epoch:
-                code = ErrorCode.fenced_leader_epoch
-            elif 0 <= wanted.leader_epoch <= partition.leader_epoch:
-                epoch, end_offset = partition.leader_epoch, partition.log.next_offset
+            if partition is not None:
+                if current != NO_CURRENT_EPOCH and current > partition.leader_epoch:
+                    code = ErrorCode.unknown_leader_epoch
+                elif current != NO_CURRENT_EPOCH and current < partition.leader_epoch:
+                    code = ErrorCode.fenced_leader_epoch
+                elif 0 <= wanted.leader_epoch <= partition.leader_epoch:
+                    epoch, end_offset = partition.leader_epoch, partition.log.next_offset
             partitions.append(
                 ctx.make(
                     "EpochEndOffset",
