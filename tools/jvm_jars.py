@@ -1,8 +1,9 @@
-"""Fetch the JVM jars the Spark connector and Java client tests use, with Maven, into a cache.
+"""Fetch the JVM jars the Spark connector, Java client and real-Kafka tests use, into a cache.
 
-    python tools/jvm_jars.py                  # Spark's Kafka connector + both Java clients
+    python tools/jvm_jars.py                  # the connector, both Java clients, both brokers
     python tools/jvm_jars.py spark            # only the connector for the installed pyspark
     python tools/jvm_jars.py clients          # only kafka-clients 3.9.x and 4.x
+    python tools/jvm_jars.py kafka            # only Apache Kafka's broker 3.9.x and 4.x
     MINIBROKER_JARS=/some/folder python tools/jvm_jars.py
 
 Each bundle (an artifact with its runtime dependencies) lands in a folder of its own under
@@ -157,17 +158,28 @@ def fetch_clients(cache: Path) -> str:
     return ", ".join(shown)
 
 
+def fetch_brokers(cache: Path) -> str:
+    shown = []
+    for line in jvm.KAFKA_BROKERS:
+        jars = fetch(jvm.kafka_broker(line), cache)
+        shown.append(f"Kafka broker {jvm.KAFKA_BROKERS[line]}: {len(jars)} jars")
+    return ", ".join(shown)
+
+
+BUNDLES = {"spark": fetch_spark, "clients": fetch_clients, "kafka": fetch_brokers}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="*", metavar="spark|clients", help="default: both")
+    parser.add_argument("what", nargs="*", metavar="|".join(BUNDLES), help="default: all")
     parser.add_argument("--strict", action="store_true", help="fail when a bundle cannot be had")
     args = parser.parse_args()
-    if unknown := set(args.what) - {"spark", "clients"}:
-        parser.error(f"unknown bundle(s) {sorted(unknown)}: choose spark or clients")
-    wanted = args.what or ["spark", "clients"]
+    if unknown := set(args.what) - set(BUNDLES):
+        parser.error(f"unknown bundle(s) {sorted(unknown)}: choose from {', '.join(BUNDLES)}")
+    wanted = args.what or list(BUNDLES)
     cache = jvm.cache_dir()
     failed = False
-    for name, step in (("spark", fetch_spark), ("clients", fetch_clients)):
+    for name, step in BUNDLES.items():
         if name not in wanted:
             continue
         try:

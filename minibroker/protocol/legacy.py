@@ -14,10 +14,11 @@ Rules:
   dropped, as Kafka 3.9 ignores them too.
 - A response is built by the handler as a proxy-version entity and written in the legacy
   layout: fields the legacy version lacks are left out, and the two legacy fields that
-  newer fields replaced are derived from them (ListOffsets v0's old_style_offsets from
-  the offset, DescribeConfigs v0's is_default from the config source). Read back into
-  the proxy class (tests, clients), they set those fields again: the first offset, and
-  DEFAULT or UNKNOWN as the source, as Kafka's Java client does.
+  newer fields replaced are derived from them: ListOffsets v0's old_style_offsets from
+  the offset; DescribeConfigs v0's is_default is false for every config, as Kafka 3.9
+  answers it (older brokers derived it from the source; 3.9 leaves it unset). Read back
+  into the proxy class (tests, clients), they set those fields again: the first offset,
+  and DEFAULT or UNKNOWN as the source, as Kafka's Java client does.
 - All legacy versions are non-flexible: header v1 in, header v0 out, int16 string and
   int32 array lengths. The reader checks every length against the bytes left before it
   reads, and builds arrays item by item, so a declared count allocates nothing.
@@ -55,7 +56,7 @@ _DERIVED: dict[tuple[int, str], Callable[[Any], Any]] = {
     (2, "old_style_offsets"): lambda partition: (
         (partition.offset,) if partition.offset >= 0 else ()
     ),
-    (32, "is_default"): lambda config: config.config_source == DEFAULT_CONFIG_SOURCE,
+    (32, "is_default"): lambda config: False,
 }
 
 # And back, for reading a legacy response into the proxy class: the fields they set.

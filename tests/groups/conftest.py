@@ -20,10 +20,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from minibroker import Broker, Cluster
+from minibroker.testing.backends import KafkaService
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +36,13 @@ SETTLE_TIMEOUT = 20.0  # seconds for a group to settle after a change
 # Short timeouts so an expiry takes about a second; the broker's minimum is 100 ms.
 SESSION_MS = 1_500
 HEARTBEAT_MS = 100
+# Kafka's default group.min.session.timeout.ms: Kafka refuses a shorter session
+# (INVALID_SESSION_TIMEOUT), so tests marked parity ask a real Kafka for this much.
+KAFKA_MIN_SESSION_MS = 6_000
+
+
+def session_ms_for(broker: KafkaService) -> int:
+    return SESSION_MS if isinstance(broker, Broker) else KAFKA_MIN_SESSION_MS
 
 
 @pytest.fixture(autouse=True)
@@ -44,9 +53,9 @@ def _watchdog() -> Iterator[None]:
 
 
 @pytest.fixture
-def broker() -> Iterator[Broker]:
-    with Broker() as running:
-        yield running
+def broker(kafka_broker: Any) -> Any:
+    """A fresh minibroker; with --kafka-backend, that Kafka (for the tests marked parity)."""
+    return kafka_broker
 
 
 def unique(prefix: str) -> str:

@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
 from minibroker import Broker
+from minibroker.testing.backends import KafkaService
 from tests.groups.conftest import (
     HEARTBEAT_MS,
     SESSION_MS,
@@ -21,6 +22,7 @@ from tests.groups.conftest import (
     RebalanceLog,
     eventually,
     left_group,
+    session_ms_for,
     settled,
     unique,
 )
@@ -170,12 +172,18 @@ async def test_aiokafka_killed_member_expelled_after_session_timeout(
     assert held <= log.owned("s1") | log.owned("s2")
 
 
-async def test_aiokafka_committed_offsets_survive_restart(broker: Broker) -> None:
+@pytest.mark.parity
+async def test_aiokafka_committed_offsets_survive_restart(broker: KafkaService) -> None:
     topic, group = unique("commit"), unique("group")
     partitions, per_partition = 3, 20
     broker.create_topic(topic, partitions)
     await produce(broker.bootstrap_servers, topic, dict.fromkeys(range(partitions), per_partition))
-    settings = consumer_settings(broker.bootstrap_servers, group, enable_auto_commit=False)
+    settings = consumer_settings(
+        broker.bootstrap_servers,
+        group,
+        enable_auto_commit=False,
+        session_timeout_ms=session_ms_for(broker),
+    )
 
     async def read(consumer: AIOKafkaConsumer, count: int) -> list[tuple[int, int]]:
         got: list[tuple[int, int]] = []

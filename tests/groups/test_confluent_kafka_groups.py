@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from minibroker import Broker
+from minibroker.testing.backends import KafkaService
 from tests.groups.conftest import (
     HEARTBEAT_MS,
     SESSION_MS,
@@ -17,6 +18,7 @@ from tests.groups.conftest import (
     MemberProcess,
     RebalanceLog,
     left_group,
+    session_ms_for,
     settled,
     unique,
     wait_until,
@@ -152,7 +154,8 @@ def test_confluent_kafka_killed_member_expelled_after_session_timeout(
     assert held <= log.owned("s1") | log.owned("s2")
 
 
-def test_confluent_kafka_committed_offsets_survive_restart(broker: Broker) -> None:
+@pytest.mark.parity
+def test_confluent_kafka_committed_offsets_survive_restart(broker: KafkaService) -> None:
     topic, group = unique("commit"), unique("group")
     partitions, per_partition = 3, 20
     broker.create_topic(topic, partitions)
@@ -160,7 +163,7 @@ def test_confluent_kafka_committed_offsets_survive_restart(broker: Broker) -> No
     settings = {
         "bootstrap.servers": broker.bootstrap_servers,
         "group.id": group,
-        "session.timeout.ms": SESSION_MS,
+        "session.timeout.ms": session_ms_for(broker),
         "heartbeat.interval.ms": HEARTBEAT_MS,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,

@@ -12,6 +12,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, Topic
 from kafka.structs import OffsetAndMetadata
 
 from minibroker import Broker
+from minibroker.testing.backends import KafkaService
 from tests.groups.conftest import (
     HEARTBEAT_MS,
     SESSION_MS,
@@ -19,6 +20,7 @@ from tests.groups.conftest import (
     MemberProcess,
     RebalanceLog,
     left_group,
+    session_ms_for,
     settled,
     unique,
     wait_until,
@@ -175,13 +177,18 @@ def test_kafka_python_killed_member_expelled_after_session_timeout(
     assert held <= log.owned("s1") | log.owned("s2")
 
 
-def test_kafka_python_committed_offsets_survive_restart(broker: Broker) -> None:
+@pytest.mark.parity
+def test_kafka_python_committed_offsets_survive_restart(broker: KafkaService) -> None:
     topic, group = unique("commit"), unique("group")
     partitions, per_partition = 3, 20
     broker.create_topic(topic, partitions)
     produce(broker.bootstrap_servers, topic, dict.fromkeys(range(partitions), per_partition))
     settings = consumer_settings(
-        broker.bootstrap_servers, group, enable_auto_commit=False, max_poll_records=1
+        broker.bootstrap_servers,
+        group,
+        enable_auto_commit=False,
+        max_poll_records=1,
+        session_timeout_ms=session_ms_for(broker),
     )
 
     def read(consumer: KafkaConsumer, count: int) -> list[tuple[int, int]]:

@@ -176,11 +176,12 @@ def test_list_offsets_v0_answers_a_list_holding_the_offset(
         assert offsets("no-such-topic", LATEST) == (UNKNOWN_TOPIC_OR_PARTITION, [])
 
 
-def test_describe_configs_v0_marks_the_defaults(
+def test_describe_configs_v0_reports_no_config_as_default(
     kafka_broker: Broker, kafka_topic: TopicFactory
 ) -> None:
-    """v0 has is_default where newer versions have a config source: a config set on the
-    topic is not a default, one left alone is."""
+    """v0 has is_default where newer versions have a config source; Kafka 3.9 (the last
+    release serving v0) answers false for every config, set or not, and so does the
+    broker. The values are the topic's."""
     topic = kafka_topic(partitions=1, configs={"retention.ms": "60000"})
     with RawClient(kafka_broker.bootstrap_servers, client_id="sarama") as client:
         resource = make(
@@ -196,7 +197,8 @@ def test_describe_configs_v0_marks_the_defaults(
     assert (result["error_code"], result["resource_name"]) == (NONE, topic)
     configs = {c["name"]: (c["value"], c["is_default"]) for c in result["configs"]}
     assert configs["retention.ms"] == ("60000", False)
-    assert configs["cleanup.policy"] == ("delete", True)
+    assert configs["cleanup.policy"] == ("delete", False)
+    assert not any(is_default for _, is_default in configs.values())
 
 
 def test_topics_created_and_deleted_with_old_versions(kafka_broker: Broker) -> None:

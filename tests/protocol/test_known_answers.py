@@ -767,8 +767,9 @@ def _proxy_names(api_key: int, kind: str) -> set[str]:
 
 
 # Legacy response fields that newer ones replaced, as they come back through the proxy
-# class: ListOffsets v0's list keeps its first offset, DescribeConfigs v0's flag is kept.
-_THROUGH_PROXY = {"OldStyleOffsets": lambda offsets: offsets[:1], "IsDefault": lambda flag: flag}
+# class: ListOffsets v0's list keeps its first offset; DescribeConfigs v0's flag is written
+# false whatever the source, as Kafka 3.9 writes it.
+_THROUGH_PROXY = {"OldStyleOffsets": lambda offsets: offsets[:1], "IsDefault": lambda flag: False}
 
 
 def _at_defaults(fields: list[Json], values: Json, message: Json, keep: set[str]) -> Json:
