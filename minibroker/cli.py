@@ -117,8 +117,9 @@ def _parser() -> argparse.ArgumentParser:
         "command",
         nargs="?",
         default="serve",
-        choices=["serve"],
-        help="what to do: serve (the default) runs the broker",
+        choices=["serve", "proxy"],
+        help="what to do: serve (the default) runs the broker; proxy records a Kafka's "
+        "traffic (minibroker proxy --help)",
     )
     parser.add_argument("--version", action="version", version=f"minibroker {__version__}")
     parser.add_argument(
@@ -205,7 +206,83 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     return 0
 
 
+def _proxy_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="minibroker proxy",
+        description="Listen as a Kafka broker, forward every request to UPSTREAM and write "
+        "each request and its response, decoded, as one JSON line.",
+        epilog="Example: minibroker proxy --upstream localhost:9092 --port 9093 "
+        "--output traffic.jsonl  (then point the client at localhost:9093)",
+    )
+    parser.add_argument("--upstream", required=True, metavar="HOST:PORT", help="the Kafka")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port", type=_int_from(0, 65535), default=0, help="port (default: a free one)"
+    )
+    parser.add_argument(
+        "--output", default="-", metavar="FILE", help="JSON lines file (default: - for stdout)"
+    )
+    parser.add_argument("--log-level", default="WARNING", type=str.upper)
+    return parser
+
+
+async def _proxy(args: argparse.Namespace) -> int:
+    from minibroker.proxy import RecordingProxy, json_line
+
+    out = sys.stdout if args.output == "-" else open(args.output, "a", encoding="utf-8")  # noqa: SIM115
+    try:
+
+        def write(exchange: Any) -> None:
+            out.write(json_line(exchange) + "\n")
+            out.flush()
+
+        proxy = RecordingProxy(args.upstream, host=args.host, port=args.port, record=write)
+        try:
+            await proxy.start()
+        except OSError as exc:
+            print(
+                f"minibroker proxy: cannot listen on {args.host}:{args.port}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"minibroker proxy listening, bootstrap.servers={proxy.bootstrap_servers}, "
+            f"forwarding to {args.upstream}",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await proxy.stop()
+        return 0
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def proxy_main(argv: list[str]) -> int:
+    parser = _proxy_parser()
+    args = parser.parse_args(argv)
+    try:
+        from minibroker.proxy import parse_address
+
+        parse_address(args.upstream)
+    except ValueError as exc:
+        parser.error(f"--upstream: {exc}")
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return asyncio.run(_proxy(args))
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["proxy"]:
+        return proxy_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     settings = _settings(args)

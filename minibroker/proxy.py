@@ -1,0 +1,263 @@
+"""`minibroker proxy`: a recording proxy in front of any Kafka (minibroker or not).
+
+Clients connect to the proxy as to a broker. Every frame is forwarded unchanged to the
+upstream broker, except that broker addresses in responses are replaced by the proxy's
+own (one loopback listener per upstream broker), so clients stay on the proxy after their
+first Metadata request. Each request and its response are decoded and recorded:
+`exchanges()` in Python, and JSON lines through `record=` (the command writes them to a
+file or stdout). The decoding rules are in protocol/recording.py.
+
+    with RecordingProxy("127.0.0.1:9092") as proxy:
+        run_client(proxy.bootstrap_servers)
+        joins = proxy.exchanges(api="JoinGroup")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from minibroker.cluster import _LoopThread, host_port
+from minibroker.protocol import messages
+from minibroker.protocol.recording import (
+    Address,
+    Conversation,
+    Exchange,
+    broker_addresses,
+    with_addresses,
+)
+
+log = logging.getLogger("minibroker.proxy")
+Self = TypeVar("Self", bound="RecordingProxy")
+
+_SIZE = struct.Struct(">i")
+MAX_FRAME_BYTES = 100 * 1024 * 1024  # a frame larger than this closes the connection
+KEPT_EXCHANGES = 100_000  # exchanges() returns at most the newest this many
+
+
+def parse_address(text: str) -> Address:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def json_line(exchange: Exchange) -> str:
+    return json.dumps(exchange.as_json(), separators=(",", ":"))
+
+
+class RecordingProxy:
+    """Forward clients to `upstream` ("HOST:PORT") and record what they exchange."""
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        record: Callable[[Exchange], None] | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ) -> None:
+        self.upstream = parse_address(upstream)
+        self.host = host
+        self._first_port = port
+        self._record = record
+        self._max_frame = max_frame_bytes
+        self._listeners: dict[Address, asyncio.Server] = {}
+        self._ports: dict[Address, int] = {}
+        self._opening: dict[Address, asyncio.Future[int]] = {}
+        self._recorded: deque[Exchange] = deque(maxlen=KEPT_EXCHANGES)
+        self._connections = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._thread: _LoopThread | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return host_port(self.host, self._ports[self.upstream])
+
+    def exchanges(self, api: str | None = None, client_id: str | None = None) -> list[Exchange]:
+        """What was recorded (newest last), optionally only one API's or one client's."""
+        snapshot = self._call(lambda: list(self._recorded))
+        return [
+            e
+            for e in snapshot
+            if (api is None or e.api == api) and (client_id is None or e.client_id == client_id)
+        ]
+
+    async def start(self) -> None:
+        await self._listen(self.upstream, self._first_port)
+
+    async def stop(self) -> None:
+        for server in self._listeners.values():
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for server in self._listeners.values():
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        self._listeners.clear()
+
+    def start_in_thread(self: Self) -> Self:
+        """Start on a background event loop; for synchronous code."""
+        if self._thread is None:
+            self._thread = _LoopThread()
+            try:
+                self._thread.run(self.start())
+            except BaseException:
+                self._thread.close()
+                self._thread = None
+                raise
+        return self
+
+    def stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.run(self.stop())
+            self._thread.close()
+            self._thread = None
+
+    def __enter__(self: Self) -> Self:
+        return self.start_in_thread()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop_thread()
+
+    def _call(self, function: Callable[[], Any]) -> Any:
+        if self._thread is not None and not self._thread.is_current:
+            return self._thread.call(function)
+        return function()
+
+    # --- listeners: one per upstream broker ---
+
+    async def _listen(self, upstream: Address, port: int = 0) -> int:
+        if upstream in self._ports:
+            return self._ports[upstream]
+        if upstream in self._opening:  # another response named it first
+            return await self._opening[upstream]
+        opening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._opening[upstream] = opening
+        try:
+            server = await asyncio.start_server(
+                lambda r, w: self._serve(r, w, upstream), self.host, port
+            )
+        except BaseException as exc:
+            opening.set_exception(exc)
+            opening.exception()  # retrieved: awaiting callers see it, nobody else logs it
+            raise
+        finally:
+            del self._opening[upstream]
+        self._listeners[upstream] = server
+        self._ports[upstream] = server.sockets[0].getsockname()[1]
+        opening.set_result(self._ports[upstream])
+        log.info(
+            "proxy: %s forwards to %s",
+            host_port(self.host, self._ports[upstream]),
+            host_port(*upstream),
+        )
+        return self._ports[upstream]
+
+    # --- one client connection ---
+
+    async def _serve(
+        self, client_reader: asyncio.StreamReader, client: asyncio.StreamWriter, to: Address
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._connections += 1
+        conversation = Conversation(self._connections)
+        try:
+            broker_reader, broker = await asyncio.open_connection(*to)
+        except OSError as exc:
+            log.warning("proxy: cannot reach %s: %s", host_port(*to), exc)
+            client.close()
+            self._tasks.discard(task)
+            return
+        upstream = asyncio.create_task(self._requests(client_reader, broker, conversation))
+        downstream = asyncio.create_task(self._responses(broker_reader, client, conversation))
+        try:
+            await asyncio.wait({upstream, downstream}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            pass  # the proxy stops; asyncio's stream callback must not see a cancelled task
+        finally:
+            for piece in (upstream, downstream):
+                piece.cancel()
+            await asyncio.gather(upstream, downstream, return_exceptions=True)
+            for writer in (client, broker):
+                writer.close()
+            for exchange in conversation.unanswered():
+                self._keep(exchange)
+            self._tasks.discard(task)
+
+    async def _frames(self, reader: asyncio.StreamReader) -> Any:
+        while True:
+            try:
+                prefix = await reader.readexactly(_SIZE.size)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            (size,) = _SIZE.unpack(prefix)
+            if not 0 <= size <= self._max_frame:
+                log.warning("proxy: a frame of %d bytes: connection closed", size)
+                return
+            try:
+                yield await reader.readexactly(size)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+
+    async def _requests(
+        self, reader: asyncio.StreamReader, broker: asyncio.StreamWriter, conversation: Conversation
+    ) -> None:
+        async for frame in self._frames(reader):
+            conversation.asked(frame, time.time())
+            broker.write(_SIZE.pack(len(frame)) + frame)
+            await broker.drain()
+
+    async def _responses(
+        self, reader: asyncio.StreamReader, client: asyncio.StreamWriter, conversation: Conversation
+    ) -> None:
+        async for frame in self._frames(reader):
+            answer = conversation.answered(frame, time.time())
+            out = frame
+            if answer.exchange is not None and answer.response is not None:
+                out = await self._with_own_addresses(answer.exchange, answer.response, frame)
+            if answer.exchange is not None:
+                self._keep(answer.exchange)
+            client.write(_SIZE.pack(len(out)) + out)
+            await client.drain()
+
+    async def _with_own_addresses(self, exchange: Exchange, response: Any, frame: bytes) -> bytes:
+        named = broker_addresses(exchange.api_key, response)
+        if not named:
+            return frame
+        moved: dict[Address, Address] = {}
+        for address in named:
+            try:
+                moved[address] = (self.host, await self._listen(address))
+            except OSError as exc:
+                exchange.problems.append(f"no listener for {host_port(*address)}: {exc}")
+        rewritten = with_addresses(exchange.api_key, response, moved)
+        if rewritten is response:
+            return frame
+        encoded = messages.encode_response(exchange.correlation_id, rewritten, exchange.version)
+        return encoded[_SIZE.size :]
+
+    def _keep(self, exchange: Exchange) -> None:
+        self._recorded.append(exchange)
+        if self._record is not None:
+            try:
+                self._record(exchange)
+            except Exception:
+                log.exception("proxy: recording an exchange failed")
