@@ -180,27 +180,36 @@ class RecordingProxy:
         self._connections += 1
         conversation = Conversation(self._connections)
         try:
+            await self._relay(client_reader, client, to, conversation)
+        except asyncio.CancelledError:
+            pass  # the proxy stops; asyncio's stream callback must not see a cancelled task
+        finally:
+            client.close()
+            for exchange in conversation.unanswered():
+                self._keep(exchange)
+            self._tasks.discard(task)
+
+    async def _relay(
+        self,
+        client_reader: asyncio.StreamReader,
+        client: asyncio.StreamWriter,
+        to: Address,
+        conversation: Conversation,
+    ) -> None:
+        try:
             broker_reader, broker = await asyncio.open_connection(*to)
         except OSError as exc:
             log.warning("proxy: cannot reach %s: %s", host_port(*to), exc)
-            client.close()
-            self._tasks.discard(task)
             return
         upstream = asyncio.create_task(self._requests(client_reader, broker, conversation))
         downstream = asyncio.create_task(self._responses(broker_reader, client, conversation))
         try:
             await asyncio.wait({upstream, downstream}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            pass  # the proxy stops; asyncio's stream callback must not see a cancelled task
         finally:
+            broker.close()
             for piece in (upstream, downstream):
                 piece.cancel()
             await asyncio.gather(upstream, downstream, return_exceptions=True)
-            for writer in (client, broker):
-                writer.close()
-            for exchange in conversation.unanswered():
-                self._keep(exchange)
-            self._tasks.discard(task)
 
     async def _frames(self, reader: asyncio.StreamReader) -> Any:
         while True:

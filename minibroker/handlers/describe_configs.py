@@ -5,8 +5,8 @@ Topics: every topic config Kafka 3.9 has (state/topics.py), with the value in fo
 whether it was set on the topic (DYNAMIC_TOPIC_CONFIG) or is the default
 (DEFAULT_CONFIG), Kafka's config type and, when asked (v1+ include_synonyms), the
 synonyms Kafka reports: the topic's own value if it sets one, then the broker config it
-falls back to (this broker's setting as STATIC_BROKER_CONFIG where it has one, then
-Kafka's default as DEFAULT_CONFIG). The broker: the settings it runs with
+falls back to (this broker's setting as STATIC_BROKER_CONFIG where it differs from Kafka's
+default, then Kafka's default as DEFAULT_CONFIG). The broker: the settings it runs with
 (STATIC_BROKER_CONFIG). Resource name "" or this broker's id.
 Not done: broker synonyms (empty), documentation (null), broker loggers (INVALID_REQUEST).
 """
@@ -122,7 +122,9 @@ def topic_synonyms(
         # configSynonyms): its static setting, then its default. A primary with neither
         # (log.retention.ms) leaves the list empty, even where a lesser synonym
         # (log.retention.hours) has a default.
-        if broker_name in broker_configs:
+        # A setting equal to Kafka's default is reported as the default alone, as Kafka
+        # reports a broker config its server.properties leaves out.
+        if broker_name in broker_configs and broker_configs[broker_name] != default:
             synonyms.append((broker_name, broker_configs[broker_name], SOURCE_STATIC_BROKER))
         if default is not None:
             synonyms.append((broker_name, default, SOURCE_DEFAULT))

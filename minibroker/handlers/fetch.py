@@ -13,7 +13,9 @@ always returned whole so a consumer can make progress (KIP-74). A partition list
 than once is fetched and answered once, as Kafka does (its fetch data is keyed by
 partition: a later entry's offsets replace an earlier one's, in the earlier one's place).
 A waiting fetch is woken only by appends to the partitions it reads.
-Not done: isolation (no transactions, so the last stable offset is the high watermark),
+A partition answered with an error carries -1 as its high watermark, last stable and log
+start offsets, as Kafka's does. Not done: isolation (no transactions, so the last stable
+offset is the high watermark and a read_committed fetch lists no aborted transactions),
 preferred read replicas, diverging epochs.
 """
 
@@ -30,6 +32,7 @@ from minibroker.state.log import PartitionLog
 from minibroker.state.topics import Topic
 
 FIRST_TOPIC_ID_VERSION = 13
+READ_COMMITTED = 1
 
 
 def _topic_of(ctx: RequestContext, fetch_topic: Any) -> tuple[Topic | None, ErrorCode]:
@@ -107,6 +110,9 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
     if request.max_bytes > 0:
         budget = min(budget, request.max_bytes)
     first = True
+    # read_committed fetches list the aborted transactions in range (none, here);
+    # read_uncommitted ones have no list at all.
+    no_aborted = () if getattr(request, "isolation_level", 0) == READ_COMMITTED else None
     topic_responses = []
     for fetch_topic, wanted_partitions in wanted_topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
@@ -119,7 +125,9 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
                 data = log.read(wanted.fetch_offset, limit, allow_oversized_first=first)
                 first = first and not data
                 budget -= len(data)
-            high_watermark = log.high_watermark if log is not None else -1
+            served = log is not None and code == ErrorCode.none
+            # A partition with an error carries no offsets (-1), as on Kafka.
+            high_watermark = log.high_watermark if served and log is not None else -1
             partitions.append(
                 ctx.make(
                     "PartitionData",
@@ -127,8 +135,8 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
                     error_code=code,
                     high_watermark=high_watermark,
                     last_stable_offset=high_watermark,
-                    log_start_offset=log.log_start_offset if log is not None else -1,
-                    aborted_transactions=None,
+                    log_start_offset=log.log_start_offset if served and log is not None else -1,
+                    aborted_transactions=no_aborted if served else None,
                     preferred_read_replica=-1,
                     records=data,
                 )

@@ -75,7 +75,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=0 if code == ErrorCode.none else -1,
+                    # No offset found (a timestamp past the last record): no epoch either.
+                    leader_epoch=0 if code == ErrorCode.none and offset >= 0 else -1,
                 )
             )
         topics.append(

@@ -63,6 +63,9 @@ _XERIAL_HEADER_SIZE = 16  # magic, version, compatible version
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 BASE_OFFSET = struct.Struct(">q")
+# baseOffset, batchLength and partitionLeaderEpoch: the header fields before the CRC, which
+# the broker sets when it stores a batch (so rewriting them leaves the CRC valid).
+STORED_PREFIX = struct.Struct(">qii")
 _MAX_TIMESTAMP_AT = 35
 _ATTRIBUTES_AT = 21
 _CRC_AT = 17
@@ -162,11 +165,13 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
     return batches
 
 
-def with_base_offset(batch: bytes, base_offset: int) -> bytes:
-    """Return the batch with its base offset rewritten (CRC unaffected)."""
-    # join over a view copies the batch once; `+ batch[8:]` would copy it twice
+def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
+    """Return the batch with its base offset and partition leader epoch rewritten, as a
+    broker stores it (CRC unaffected)."""
+    # join over a view copies the batch once; `+ batch[16:]` would copy it twice
     with memoryview(batch) as view:
-        return b"".join((BASE_OFFSET.pack(base_offset), view[8:]))
+        prefix = STORED_PREFIX.pack(base_offset, len(batch) - LOG_OVERHEAD, leader_epoch)
+        return b"".join((prefix, view[STORED_PREFIX.size :]))
 
 
 def with_log_append_time(batch: bytes, base_offset: int, now_ms: int) -> bytes:

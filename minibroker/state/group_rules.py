@@ -24,7 +24,8 @@ Transitions:
     Stable              -> PreparingRebalance   a member joins (new, or with new metadata),
                                                 leaves, or misses its session timeout
     Empty               -> Dead                 DeleteGroups, or expiry: Empty with no
-                                                offsets left once the retention has run out
+                                                offsets left once the retention has run out,
+                                                or its last offsets' topic is deleted
 
 Request rules (Kafka's GroupCoordinator; each checks the member first, then the
 generation, then the state):

@@ -974,10 +974,15 @@ class GroupCoordinator:
         self._note_stale(stale)
 
     def remove_topic(self, topic: str) -> None:
-        """Drop a deleted topic's offsets from every group (an admin operation: O(groups))."""
-        for group in self.groups.values():
+        """Drop a deleted topic's offsets from every group (an admin operation: O(groups)).
+        An Empty group left without offsets is removed, as Kafka's coordinator does."""
+        for group in list(self.groups.values()):
             keys = [k for k in group.offsets if k[0] == topic]
             for key in keys:
                 del group.offsets[key]
-            if keys:
+            if not keys:
+                continue
+            if group.state is GroupState.EMPTY and not group.offsets:
+                self._remove_group(group)
+            else:
                 self._arm_expiry(group)

@@ -1,9 +1,10 @@
 """A partition log: record batches kept as the raw bytes the producer sent.
 
 Appending never decodes or copies records: a batch is kept as it arrived and its
-assigned base offset goes into the index. A fetch writes each batch's base offset in
-front of the rest of its bytes while joining the response, the one copy a fetch makes
-anyway. Two parallel arrays index the batches:
+assigned base offset goes into the index. A fetch writes each batch's base offset, length
+and partition leader epoch (the header fields before the CRC, which Kafka's broker sets
+when it stores a batch) in front of the rest of its bytes while joining the response, the
+one copy a fetch makes anyway. Two parallel arrays index the batches:
 their base offsets (to find the batch holding an offset) and the running maximum of
 their max timestamps (monotonic, so a timestamp lookup is a bisection, like Kafka's
 time index).
@@ -21,6 +22,9 @@ from minibroker.protocol.records import BatchHeader
 
 # The most records one timestamp lookup decodes before it answers at batch granularity.
 MAX_RECORDS_SCANNED = 50_000
+# Every partition's leader epoch: one leader, never re-elected. Stamped into each batch a
+# fetch returns, as Kafka stamps the epoch a batch was appended in (consumers commit it).
+LEADER_EPOCH = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,22 +122,27 @@ class PartitionLog:
         index = self._batch_index(offset)
         pieces: list[bytes | memoryview] = []
         total = 0
-        pack_offset = records.BASE_OFFSET.pack
+        pack_prefix = records.STORED_PREFIX.pack
+        after_prefix = records.STORED_PREFIX.size
+        length_of = records.LOG_OVERHEAD
         base_offsets = self._base_offsets
         for position in range(index, len(self._batches)):
             batch = self._batches[position]
             if total + len(batch) > max_bytes and (pieces or not allow_oversized_first):
                 break
-            pieces.append(pack_offset(base_offsets[position]))
-            pieces.append(memoryview(batch)[8:])
+            pieces.append(pack_prefix(base_offsets[position], len(batch) - length_of, LEADER_EPOCH))
+            pieces.append(memoryview(batch)[after_prefix:])
             total += len(batch)
             if total >= max_bytes:
                 break
         return b"".join(pieces)
 
     def _stored(self, index: int) -> bytes:
-        """Batch `index` with its assigned base offset in the header (off the hot path)."""
-        return records.with_base_offset(self._batches[index], self._base_offsets[index])
+        """Batch `index` as stored: its base offset and leader epoch in the header (off the
+        hot path)."""
+        return records.with_base_offset(
+            self._batches[index], self._base_offsets[index], LEADER_EPOCH
+        )
 
     def offset_for_timestamp(
         self, timestamp_ms: int, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES

@@ -86,6 +86,7 @@ def fetch(
     max_bytes: int = LARGE,
     session_id: int = 0,
     session_epoch: int = -1,
+    isolation_level: int = 0,
 ) -> Any:
     """One Fetch that answers at once (max_wait 0) for one topic's `wanted` partitions."""
     partitions = tuple(
@@ -112,7 +113,7 @@ def fetch(
         max_wait=datetime.timedelta(0),
         min_bytes=0,
         max_bytes=max_bytes,
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=session_id,
         session_epoch=session_epoch,
         topics=(fetch_topic,),
@@ -313,6 +314,11 @@ def test_a_fetch_offset_past_the_end_is_offset_out_of_range(
     beyond, at_end = partitions_of(response)
     assert beyond.error_code.value == OFFSET_OUT_OF_RANGE
     assert not beyond.records
+    # A partition with an error carries no offsets, as on Kafka.
+    offsets = (beyond.high_watermark, beyond.last_stable_offset)
+    assert [int(o) for o in offsets] == [-1, -1]
+    assert int(getattr(beyond, "log_start_offset", -1)) == -1  # a field from v5
+    assert beyond.aborted_transactions is None
     assert (at_end.error_code.value, int(at_end.high_watermark)) == (NONE, 2)
     assert not at_end.records
     assert batch_counts(partitions_of(still_served)) == [1, 2]
@@ -407,3 +413,38 @@ def test_a_full_fetch_naming_an_unknown_session_is_served(
     assert batch_counts(partitions_of(response)) == [1]
     if session_epoch == -1:
         assert response.session_id == 0
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_only_read_committed_fetches_carry_an_aborted_transactions_list(
+    kafka_broker: Broker, kafka_topic: TopicFactory, version: int
+) -> None:
+    """read_committed (isolation 1) gets a list of the aborted transactions in range
+    (empty: no transactions here); read_uncommitted gets none at all (null), as on Kafka."""
+    topic = kafka_topic(partitions=1)
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        fill(client, topic, 1, count=1)
+        (committed,) = partitions_of(
+            fetch(client, version, [Want(0)], topic=topic, isolation_level=1)
+        )
+        (uncommitted,) = partitions_of(fetch(client, version, [Want(0)], topic=topic))
+    assert committed.aborted_transactions == ()
+    assert uncommitted.aborted_transactions is None
+    assert batch_counts([committed]) == batch_counts([uncommitted]) == [1]
+
+
+def test_fetched_batches_carry_the_leader_epoch_they_were_stored_in(
+    kafka_broker: Broker, kafka_topic: TopicFactory
+) -> None:
+    """Kafka stamps each batch with the partition's leader epoch when it stores it,
+    whatever the producer wrote there (consumers commit that epoch with their offsets);
+    here every partition's epoch is 0. The CRC does not cover the field."""
+    topic = kafka_topic(partitions=1)
+    batch = bytearray(one_batch(0))
+    batch[12:16] = (7).to_bytes(4, "big", signed=True)  # what a producer might send
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        produce(client, topic, 0, bytes(batch))
+        produce(client, topic, 0, one_batch(1))  # -1, as producers send it
+        (partition,) = partitions_of(fetch(client, 12, [Want(0)], topic=topic))
+    headers = [header for header, _ in records.split_batches(bytes(partition.records))]
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 0), (1, 0)]

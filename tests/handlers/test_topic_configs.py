@@ -319,6 +319,20 @@ def test_a_bad_value_is_invalid_config(
 # --- DescribeConfigs synonyms ----------------------------------------------------------
 
 
+@pytest.mark.kafka(message_max_bytes=2_000_000)
+def test_a_broker_setting_away_from_kafkas_default_comes_before_the_default(
+    kafka_broker: Broker, kafka_topic: TopicFactory
+) -> None:
+    topic = kafka_topic()
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        entries = describe(client, TOPIC, topic, version=4, synonyms=True)
+    assert synonyms_of(entries["max.message.bytes"]) == [
+        ("message.max.bytes", "2000000", STATIC_BROKER_CONFIG),
+        ("message.max.bytes", "1048588", DEFAULT_CONFIG),
+    ]
+    assert entries["max.message.bytes"].value == "2000000"
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_synonyms_are_the_topic_value_then_the_broker_config_it_falls_back_to(
     kafka_broker: Broker, kafka_topic: TopicFactory, version: int
@@ -343,15 +357,9 @@ def test_synonyms_are_the_topic_value_then_the_broker_config_it_falls_back_to(
             ("cleanup.policy", "compact", DYNAMIC_TOPIC_CONFIG),
             ("log.cleanup.policy", "delete", DEFAULT_CONFIG),
         ],
-        # this broker's own setting comes before Kafka's default
-        "max.message.bytes": [
-            ("message.max.bytes", str(kafka_broker.config.message_max_bytes), STATIC_BROKER_CONFIG),
-            ("message.max.bytes", "1048588", DEFAULT_CONFIG),
-        ],
-        "message.timestamp.type": [
-            ("log.message.timestamp.type", "CreateTime", STATIC_BROKER_CONFIG),
-            ("log.message.timestamp.type", "CreateTime", DEFAULT_CONFIG),
-        ],
+        # broker settings left at Kafka's defaults are reported as defaults alone
+        "max.message.bytes": [("message.max.bytes", "1048588", DEFAULT_CONFIG)],
+        "message.timestamp.type": [("log.message.timestamp.type", "CreateTime", DEFAULT_CONFIG)],
         "min.insync.replicas": [("min.insync.replicas", "1", DEFAULT_CONFIG)],
         "compression.type": [("compression.type", "producer", DEFAULT_CONFIG)],
         "min.cleanable.dirty.ratio": [("log.cleaner.min.cleanable.ratio", "0.5", DEFAULT_CONFIG)],

@@ -298,10 +298,13 @@ def test_log_append_time_known_answer() -> None:
 
 
 def test_base_offset_rewrite_keeps_the_crc() -> None:
-    moved = records.with_base_offset(BATCH_IDEMPOTENT, 0x0102030405060708)
-    assert moved.hex() == "0102030405060708" + BATCH_IDEMPOTENT[8:].hex()
+    moved = records.with_base_offset(BATCH_IDEMPOTENT, 0x0102030405060708, 0x0A0B0C0D)
+    assert moved.hex() == (
+        "0102030405060708" + BATCH_IDEMPOTENT[8:12].hex() + "0a0b0c0d" + BATCH_IDEMPOTENT[16:].hex()
+    )
     [(header, _)] = records.split_batches(moved)
     assert header.base_offset == 0x0102030405060708
+    assert header.partition_leader_epoch == 0x0A0B0C0D
 
 
 # --- Kafka's JSON message definitions, and an encoder that follows them --------------

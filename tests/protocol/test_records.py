@@ -176,17 +176,17 @@ def test_read_header_needs_61_bytes() -> None:
         read_header(b"\x00" * 60)
 
 
-@given(offset=st.integers(0, 2**62))
+@given(offset=st.integers(0, 2**62), epoch=st.integers(-1, 2**31 - 1))
 @settings(max_examples=50, deadline=None)
-def test_base_offset_rewrite_keeps_the_crc(offset: int) -> None:
+def test_base_offset_rewrite_keeps_the_crc(offset: int, epoch: int) -> None:
     batch = build_batch([(b"a", b"1"), (b"b", b"2")], base_offset=0)
-    rewritten = records.with_base_offset(batch, offset)
+    rewritten = records.with_base_offset(batch, offset, epoch)
     assert len(rewritten) == len(batch)
     [(header, _)] = split_batches(rewritten)
-    assert header.base_offset == offset
+    assert (header.base_offset, header.partition_leader_epoch) == (offset, epoch)
     assert header.crc == read_header(batch).crc
     assert [r.offset for r in iter_records(rewritten)] == [offset, offset + 1]
-    assert rewritten[8:] == batch[8:]
+    assert rewritten[8:12] == batch[8:12] and rewritten[16:] == batch[16:]
 
 
 def test_log_append_time_rewrite_has_a_valid_crc() -> None:

@@ -562,8 +562,20 @@ def test_a_deleted_topics_offsets_go_from_every_group() -> None:
     commit(h, [("t", 0), ("t", 1), ("u", 0)])
     h.coordinator.remove_topic("t")
     assert set(h.coordinator.committed("g", None)) == {("u", 0)}
+    assert "g" in h.coordinator.groups
     h.coordinator.remove_topic("u")
     assert h.coordinator.committed("g", None) == {}
+    # Empty and without offsets: the group is gone, as on Kafka (ListGroups no longer
+    # lists it) and no timer of it fires later.
+    assert "g" not in h.coordinator.groups
+    assert h.coordinator.remove_topic("t") is None  # nothing left to do
+
+
+def test_a_deleted_topic_leaves_a_group_with_members_or_other_offsets() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    commit(h, [("t", 0), ("u", 0)])
+    h.coordinator.remove_topic("t")
+    assert "g" in h.coordinator.groups  # it still has offsets of "u"
 
 
 def test_offset_commits_are_checked_against_the_member_and_generation() -> None:

@@ -1,0 +1,208 @@
+"""The differential comparison: the same scenario through a recording proxy in front of
+minibroker and in front of Apache Kafka, the exchanges normalised and compared field by
+field.
+
+Exchanges are matched by what was asked, not by when: a client's timing differs between
+brokers (one more metadata refresh, one more empty fetch), so the requests of each run
+are normalised and every request both runs sent is compared by its first answer on each
+side. What legitimately differs between two brokers (ids, times, addresses, throttle
+times, text of error messages, ordering Kafka does not promise) is normalised away here;
+every other difference is a divergence, fixed in minibroker or listed with its reason in
+KNOWN (and docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from minibroker.protocol.recording import Exchange
+
+SAME = "<same>"
+ABSENT = "<absent>"
+
+# Fields whose values are the broker's own choice: ids, clocks, addresses, text.
+VOLATILE = frozenset(
+    {
+        "throttle_time",
+        "cluster_id",
+        "controller_id",
+        "node_id",
+        "leader_id",
+        "broker_id",
+        "host",
+        "port",
+        "rack",
+        "member_id",
+        "leader",
+        "producer_id",
+        "topic_id",
+        "log_append_time",
+        "error_message",
+        "session_id",
+        "timestamp",
+        "max_timestamp",
+        "client_host",
+        "client_id",
+        "records",
+        "metadata",
+        "assignment",
+        "authorized_operations",
+        "topic_authorized_operations",
+        "cluster_authorized_operations",
+        "replica_nodes",
+        "isr_nodes",
+        "offline_replicas",
+        "eligible_leader_replicas",
+        "last_known_elr",
+        "preferred_read_replica",
+    }
+)
+
+# APIs whose answers describe the broker itself rather than the client's data.
+NOT_COMPARED = {
+    "ApiVersions": "the versions each broker serves are listed in the README's API table",
+}
+
+
+@dataclass(frozen=True)
+class Divergence:
+    api: str
+    version: int
+    path: str
+    kafka: Any
+    minibroker: Any
+
+    def __str__(self) -> str:
+        return (
+            f"{self.api} v{self.version} {self.path}: Kafka {self.kafka!r}, "
+            f"minibroker {self.minibroker!r}"
+        )
+
+
+# Fields that name an entity in a list: such a list becomes a mapping by that name, so
+# order (which Kafka does not promise) does not count and a difference names its entity.
+IDENTITIES = ("name", "partition_index", "partition", "topic", "group_id", "key")
+
+
+def normalise(value: Any) -> Any:
+    """Volatile fields blanked; lists of named entities keyed by name, other lists of
+    entities sorted (Kafka promises no order)."""
+    if isinstance(value, dict):
+        return {k: (SAME if k in VOLATILE else normalise(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        # Kafka's internal topics (__consumer_offsets): minibroker keeps offsets in no topic.
+        items = [normalise(v) for v in value if not (isinstance(v, dict) and v.get("is_internal"))]
+        if not items or not all(isinstance(v, dict) for v in items):
+            return items
+        for identity in IDENTITIES:
+            names = [str(v.get(identity)) for v in items if identity in v]
+            if len(names) == len(items) and len(set(names)) == len(names):
+                return {f"[{n}]": v for n, v in zip(names, items, strict=True)}
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return value
+
+
+# Retriable errors a broker answers while it settles (a new topic's leader, the group or
+# transaction coordinator loading): Kafka does, minibroker (ready at once) does not. The
+# client asks again, and the answer it settles on is the one compared.
+SETTLING = frozenset({5, 6, 14, 15, 16})
+# A topic Kafka created a moment ago is unknown to its metadata until it propagates; the
+# same Metadata request asked again then finds it. Only a later answer replaces it.
+REPLACEABLE = {"Metadata": SETTLING | {3}}
+
+
+def _error_codes(value: Any) -> set[int]:
+    if isinstance(value, dict):
+        codes = {v for k, v in value.items() if k == "error_code" and isinstance(v, int)}
+        return codes.union(*(_error_codes(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_error_codes(v) for v in value))
+    return set()
+
+
+def first_answers(exchanges: Iterable[Exchange]) -> dict[tuple[str, int, str], Any]:
+    """Each distinct (api, version, normalised request) with the first answer to it that
+    is not a settling error (or the first answer, when every one is)."""
+    found: dict[tuple[str, int, str], Any] = {}
+    for exchange in exchanges:
+        if exchange.response is None or exchange.api in NOT_COMPARED:
+            continue
+        key = (
+            exchange.api,
+            exchange.version,
+            json.dumps(normalise(exchange.request), sort_keys=True, default=str),
+        )
+        answer = normalise(exchange.response)
+        passing = REPLACEABLE.get(exchange.api, SETTLING)
+        if key not in found or (
+            _error_codes(found[key]) & passing and not _error_codes(answer) & passing
+        ):
+            found[key] = answer
+    return found
+
+
+def differences(kafka: Any, minibroker: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(kafka, dict) and isinstance(minibroker, dict):
+        out = []
+        for key in sorted(set(kafka) | set(minibroker)):
+            step = key if key.startswith("[") else f".{key}"
+            if key not in kafka or key not in minibroker:
+                out.append((path + step, kafka.get(key, ABSENT), minibroker.get(key, ABSENT)))
+                continue
+            out += differences(kafka[key], minibroker[key], path + step)
+        return out
+    if isinstance(kafka, list) and isinstance(minibroker, list) and len(kafka) == len(minibroker):
+        out = []
+        for index, (k, m) in enumerate(zip(kafka, minibroker, strict=True)):
+            out += differences(k, m, f"{path}[{index}]")
+        return out
+    return [] if kafka == minibroker else [(path or ".", kafka, minibroker)]
+
+
+@dataclass
+class Comparison:
+    compared: dict[tuple[str, int], int]  # (api, version) -> requests compared
+    divergences: list[Divergence]
+    settling: int = 0  # requests Kafka only ever answered with a settling error
+
+
+def compare(kafka: Iterable[Exchange], minibroker: Iterable[Exchange]) -> Comparison:
+    on_kafka, on_minibroker = first_answers(kafka), first_answers(minibroker)
+    compared: dict[tuple[str, int], int] = {}
+    found: list[Divergence] = []
+    settling = 0
+    for key in sorted(set(on_kafka) & set(on_minibroker)):
+        api, version, _ = key
+        if (
+            _error_codes(on_kafka[key]) & SETTLING
+            and not _error_codes(on_minibroker[key]) & SETTLING
+        ):
+            settling += 1  # the client moved on with another request (a new coordinator)
+            continue
+        compared[api, version] = compared.get((api, version), 0) + 1
+        for path, k, m in differences(on_kafka[key], on_minibroker[key]):
+            found.append(Divergence(api, version, path, k, m))
+    return Comparison(compared, found, settling)
+
+
+def unexplained(
+    divergences: Iterable[Divergence], known: Mapping[tuple[str, str], str]
+) -> list[Divergence]:
+    """Divergences no KNOWN entry explains: (api, path) patterns where "*" matches
+    anything and brackets are literal."""
+    return [
+        d
+        for d in divergences
+        if not any(
+            fnmatchcase(d.api, _glob(api)) and fnmatchcase(d.path, _glob(path))
+            for api, path in known
+        )
+    ]
+
+
+def _glob(pattern: str) -> str:
+    return pattern.replace("[", "\0").replace("]", "[]]").replace("\0", "[[]")

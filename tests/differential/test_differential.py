@@ -1,0 +1,189 @@
+"""Differential conformance: each client scenario runs through a recording proxy in front
+of Apache Kafka (4.4.0 and 3.9.2, started from their jars) and in front of minibroker, and
+every request both runs sent is compared by its answer, field by field (harness.py says
+what is normalised away). A difference is a minibroker bug unless KNOWN explains it;
+docs/compatibility.md lists the same entries for users.
+
+Skips, saying why, without Java 17 or the jars (`python tools/jvm_jars.py kafka`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from minibroker import Broker
+from minibroker.proxy import RecordingProxy
+from minibroker.testing.real_kafka import RealKafka, unavailable_reason
+from tests.differential.harness import Comparison, compare, unexplained
+from tests.differential.scenarios import SCENARIOS
+from tests.interop.test_client_matrix import (
+    DRIVERS,
+    MESSAGES,
+    RUN_TIMEOUT,
+    Built,
+    Driver,
+    built_drivers,  # noqa: F401 (a fixture)
+    lowest_version,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LINES = ("4", "3.9")
+
+# (api, path) patterns ("*" matches anything) -> why minibroker answers differently.
+KNOWN: dict[tuple[str, str], str] = {
+    ("*", "*.configs[errors.deadletterqueue.group.enable]"): (
+        "topic configs Kafka 4.x added; minibroker reports Kafka 3.9's 36"
+    ),
+    ("*", "*.configs[max.decompressed.message.bytes]"): (
+        "topic configs Kafka 4.x added; minibroker reports Kafka 3.9's 36"
+    ),
+    ("*", "*.configs[remote.copy.lag.*]"): (
+        "topic configs Kafka 4.x added; minibroker reports Kafka 3.9's 36"
+    ),
+    ("*", "*.configs[message.downconversion.enable]"): (
+        "topic configs Kafka 4.0 removed; minibroker reports Kafka 3.9's 36"
+    ),
+    ("*", "*.configs[message.format.version]"): (
+        "topic configs Kafka 4.0 removed; minibroker reports Kafka 3.9's 36"
+    ),
+    ("*", "*.configs[message.timestamp.difference.max.ms]"): (
+        "topic configs Kafka 4.0 removed; minibroker reports Kafka 3.9's 36"
+    ),
+    ("*", "*.configs[message.timestamp.after.max.ms]*"): (
+        "Kafka 4.0 lowered its default to 3600000 (one hour ahead); minibroker keeps "
+        "Kafka 3.9's (no limit)"
+    ),
+    ("*", "*.configs[min.insync.replicas].*"): (
+        "Kafka 4.x formats its storage with a cluster-wide min.insync.replicas=1 "
+        "(DYNAMIC_DEFAULT_BROKER_CONFIG); minibroker reports Kafka's default"
+    ),
+}
+
+
+# Kafka 4's group coordinator removes an Empty group whose topic was deleted at its next
+# periodic cleanup; Kafka 3.9's coordinator and minibroker at once. The client programs
+# delete their topic at the end, so later programs' ListGroups see earlier groups on 4.x.
+LATER_GROUP_CLEANUP = (
+    "Kafka 4.x removes an Empty group whose committed offsets' topic was deleted at its "
+    "next periodic cleanup; Kafka 3.9 and minibroker remove it at once"
+)
+
+
+@pytest.fixture(scope="module", params=LINES, ids=lambda line: f"kafka-{line}")
+def real_kafka(request: pytest.FixtureRequest) -> Iterator[RealKafka]:
+    line: str = request.param
+    missing = unavailable_reason(line)
+    if missing is not None:
+        pytest.skip(missing)
+    with RealKafka(line) as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="module")
+def minibroker(real_kafka: RealKafka) -> Iterator[Broker]:
+    """One minibroker beside each Kafka, so both see the same scenarios in the same order
+    (what one scenario lists, such as groups, includes what earlier ones left)."""
+    with Broker() as broker:
+        yield broker
+
+
+def run_through_proxy(scenario: str, bootstrap: str) -> list:  # type: ignore[type-arg]
+    with RecordingProxy(bootstrap) as proxy:
+        SCENARIOS[scenario](proxy.bootstrap_servers)
+        return proxy.exchanges()
+
+
+# What each scenario is there to compare: an empty comparison would pass and prove nothing.
+MUST_COMPARE = {
+    "produce_every_codec": {"Produce", "Fetch", "InitProducerId", "CreateTopics"},
+    "fetch_and_list_offsets": {"ListOffsets", "Fetch", "Produce"},
+    "group_of_two": {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch"},
+    "admin_calls": {"CreateTopics", "DescribeConfigs", "CreatePartitions", "DeleteRecords"}
+    | {"DeleteTopics", "ListGroups"},
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_minibroker_answers_like_kafka(
+    real_kafka: RealKafka, minibroker: Broker, scenario: str
+) -> None:
+    on_kafka = run_through_proxy(scenario, real_kafka.bootstrap_servers)
+    on_minibroker = run_through_proxy(scenario, minibroker.bootstrap_servers)
+    result = compare(on_kafka, on_minibroker)
+    _record(real_kafka.version, scenario, result)
+    assert MUST_COMPARE[scenario] <= {api for api, _ in result.compared}, result.compared
+    left = unexplained(result.divergences, KNOWN)
+    assert not left, "\n".join(str(d) for d in left)
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=lambda driver: driver.name)
+def test_client_programs_get_kafkas_answers(
+    real_kafka: RealKafka,
+    minibroker: Broker,
+    built_drivers: Built,  # noqa: F811 (the fixture imported above)
+    driver: Driver,
+) -> None:
+    """The client matrix's programs (sarama, franz-go, kafkajs, @platformatic/kafka)
+    through the proxy: the versions and requests of other clients compared too."""
+    if (
+        driver.needs is not None
+        and lowest_version(real_kafka.service, driver.needs[0]) > (driver.needs[1])
+    ):
+        pytest.skip(f"Kafka {real_kafka.version} no longer serves {driver.name}'s versions")
+
+    def run(bootstrap: str) -> list:  # type: ignore[type-arg]
+        with RecordingProxy(bootstrap) as proxy:
+            where = ["-bootstrap", proxy.bootstrap_servers, "-messages", str(MESSAGES)]
+            names = ["-topic", f"diff-{driver.name}", "-group", f"diff-group-{driver.name}"]
+            done = subprocess.run(
+                [*built_drivers.command(driver), *where, *names, *driver.args],
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
+            assert done.returncode == 0, done.stderr[-4000:]
+            return proxy.exchanges()
+
+    on_kafka = run(real_kafka.bootstrap_servers)
+    on_minibroker = run(minibroker.bootstrap_servers)
+    result = compare(on_kafka, on_minibroker)
+    _record(real_kafka.version, driver.name, result)
+    # Produce and Fetch requests depend on timing (batching, positions), so not every
+    # run has one both brokers saw; the group's first join and the topic's creation do.
+    assert {"CreateTopics", "JoinGroup"} <= {a for a, _ in result.compared}
+    earlier_groups = {
+        ("ListGroups", f".groups[diff-group-{other.name}]"): LATER_GROUP_CLEANUP
+        for other in DRIVERS
+        if other is not driver and real_kafka.line == "4"
+    }
+    left = unexplained(result.divergences, {**KNOWN, **earlier_groups})
+    assert not left, "\n".join(str(d) for d in left)
+
+
+def test_every_known_difference_is_documented() -> None:
+    documented = (ROOT / "docs" / "compatibility.md").read_text()
+    for reason in {*KNOWN.values(), LATER_GROUP_CLEANUP}:
+        assert reason in " ".join(documented.split()), reason
+
+
+def _record(version: str, scenario: str, result: Comparison) -> None:
+    """With MINIBROKER_DIFFERENTIAL_REPORT set, add this run's counts to that JSON file
+    (tools/differential.py turns it into the README's table)."""
+    target = os.environ.get("MINIBROKER_DIFFERENTIAL_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    report = json.loads(path.read_text()) if path.exists() else {}
+    runs = report.setdefault(version, {})
+    runs[scenario] = {
+        "compared": [[api, v, n] for (api, v), n in sorted(result.compared.items())],
+        "known": len(result.divergences),
+        "settling": result.settling,
+    }
+    path.write_text(json.dumps(report, indent=1, sort_keys=True))
