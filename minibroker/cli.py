@@ -179,6 +179,16 @@ def _listens_everywhere(host: str) -> bool:
         return host == ""
 
 
+async def _until_interrupted() -> None:
+    """Wait for Ctrl-C or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+
+
 async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     host = settings.pop("host", "127.0.0.1")
     port = settings.pop("port")
@@ -196,12 +206,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             await broker.stop()
             return 2
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
+    await _until_interrupted()
     await broker.stop()
     return 0
 
@@ -251,12 +256,7 @@ async def _proxy(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
+        await _until_interrupted()
         await proxy.stop()
         return 0
     finally:

@@ -12,17 +12,14 @@ lead answers NOT_LEADER_OR_FOLLOWER, so clients exercise their routing for real.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import logging
-import threading
-from collections.abc import Callable, Mapping
-from types import TracebackType
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import RequestRecord
+from minibroker.loop_thread import RunsInThread
 from minibroker.server import GroupTimer, NodeServer
 from minibroker.state.clock import Clock
 from minibroker.state.cluster import ClusterState
@@ -38,44 +35,7 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class _LoopThread:
-    """An event loop running in a daemon thread, for synchronous callers."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="minibroker-loop", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def run(self, coroutine: Any, timeout: float | None = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def call(self, function: Callable[[], T], timeout: float | None = 30) -> T:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def invoke() -> None:
-            try:
-                future.set_result(function())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        self.loop.call_soon_threadsafe(invoke)
-        return future.result(timeout)
-
-    @property
-    def is_current(self) -> bool:
-        return threading.current_thread() is self._thread
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-
-class Cluster:
+class Cluster(RunsInThread):
     """N Kafka broker nodes on loopback ports (port 0 picks free ones)."""
 
     def __init__(
@@ -101,7 +61,6 @@ class Cluster:
             for node_id, port in enumerate(chosen_ports)
         ]
         self._group_timer = GroupTimer(self.state)
-        self._thread: _LoopThread | None = None
         self._running = False
 
     # --- lifecycle ---
@@ -134,35 +93,6 @@ class Cluster:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def start_in_thread(self: Self) -> Self:
-        """Start on a background event loop; for synchronous code."""
-        if self._thread is None:
-            self._thread = _LoopThread()
-            try:
-                self._thread.run(self.start())
-            except BaseException:
-                self._thread.close()
-                self._thread = None
-                raise
-        return self
-
-    def stop_thread(self) -> None:
-        if self._thread is not None:
-            self._thread.run(self.stop())
-            self._thread.close()
-            self._thread = None
-
-    def __enter__(self: Self) -> Self:
-        return self.start_in_thread()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop_thread()
-
     # --- information ---
 
     @property
@@ -180,11 +110,6 @@ class Cluster:
         return sorted(records, key=lambda r: r.at)
 
     # --- administration, callable from any thread ---
-
-    def _on_loop(self, function: Callable[[], T]) -> T:
-        if self._thread is not None and not self._thread.is_current:
-            return self._thread.call(function)
-        return function()
 
     def create_topic(
         self,

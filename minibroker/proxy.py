@@ -22,10 +22,10 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
-from minibroker.cluster import _LoopThread, host_port
+from minibroker.cluster import host_port
+from minibroker.loop_thread import RunsInThread
 from minibroker.protocol import messages
 from minibroker.protocol.recording import (
     Address,
@@ -36,7 +36,6 @@ from minibroker.protocol.recording import (
 )
 
 log = logging.getLogger("minibroker.proxy")
-Self = TypeVar("Self", bound="RecordingProxy")
 
 _SIZE = struct.Struct(">i")
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # a frame larger than this closes the connection
@@ -54,7 +53,7 @@ def json_line(exchange: Exchange) -> str:
     return json.dumps(exchange.as_json(), separators=(",", ":"))
 
 
-class RecordingProxy:
+class RecordingProxy(RunsInThread):
     """Forward clients to `upstream` ("HOST:PORT") and record what they exchange."""
 
     def __init__(
@@ -77,7 +76,6 @@ class RecordingProxy:
         self._recorded: deque[Exchange] = deque(maxlen=KEPT_EXCHANGES)
         self._connections = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._thread: _LoopThread | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -85,7 +83,7 @@ class RecordingProxy:
 
     def exchanges(self, api: str | None = None, client_id: str | None = None) -> list[Exchange]:
         """What was recorded (newest last), optionally only one API's or one client's."""
-        snapshot = self._call(lambda: list(self._recorded))
+        snapshot = self._on_loop(lambda: list(self._recorded))
         return [
             e
             for e in snapshot
@@ -105,40 +103,6 @@ class RecordingProxy:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
         self._listeners.clear()
-
-    def start_in_thread(self: Self) -> Self:
-        """Start on a background event loop; for synchronous code."""
-        if self._thread is None:
-            self._thread = _LoopThread()
-            try:
-                self._thread.run(self.start())
-            except BaseException:
-                self._thread.close()
-                self._thread = None
-                raise
-        return self
-
-    def stop_thread(self) -> None:
-        if self._thread is not None:
-            self._thread.run(self.stop())
-            self._thread.close()
-            self._thread = None
-
-    def __enter__(self: Self) -> Self:
-        return self.start_in_thread()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop_thread()
-
-    def _call(self, function: Callable[[], Any]) -> Any:
-        if self._thread is not None and not self._thread.is_current:
-            return self._thread.call(function)
-        return function()
 
     # --- listeners: one per upstream broker ---
 

@@ -150,20 +150,22 @@ def fetch_spark(cache: Path) -> str:
     raise FetchFailed("; ".join(problems))
 
 
-def fetch_clients(cache: Path) -> str:
-    shown = []
-    for line in jvm.KAFKA_CLIENTS:
-        jars = fetch(jvm.kafka_clients(line), cache)
-        shown.append(f"kafka-clients {jvm.KAFKA_CLIENTS[line]}: {len(jars)} jars")
+def fetch_lines(cache: Path, bundles: list[jvm.Bundle], label: str) -> str:
+    """Fetch one bundle per release line; say how many jars each has."""
+    shown = [f"{label} {b.version}: {len(fetch(b, cache))} jars" for b in bundles]
     return ", ".join(shown)
+
+
+def fetch_clients(cache: Path) -> str:
+    return fetch_lines(
+        cache, [jvm.kafka_clients(line) for line in jvm.KAFKA_CLIENTS], "kafka-clients"
+    )
 
 
 def fetch_brokers(cache: Path) -> str:
-    shown = []
-    for line in jvm.KAFKA_BROKERS:
-        jars = fetch(jvm.kafka_broker(line), cache)
-        shown.append(f"Kafka broker {jvm.KAFKA_BROKERS[line]}: {len(jars)} jars")
-    return ", ".join(shown)
+    return fetch_lines(
+        cache, [jvm.kafka_broker(line) for line in jvm.KAFKA_BROKERS], "Kafka broker"
+    )
 
 
 BUNDLES = {"spark": fetch_spark, "clients": fetch_clients, "kafka": fetch_brokers}

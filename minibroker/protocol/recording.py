@@ -80,6 +80,17 @@ class _Asked:
     request: Any
     at: float
 
+    def exchange(self, connection: int, correlation_id: int) -> Exchange:
+        return Exchange(
+            connection,
+            self.api_key,
+            self.version,
+            correlation_id,
+            self.client_id,
+            self.request,
+            asked_at=self.at,
+        )
+
 
 @dataclass
 class Exchange:
@@ -158,16 +169,8 @@ class Conversation:
         asked = self._waiting.pop(correlation_id, None)
         if asked is None:
             return Answer(None, None)
-        exchange = Exchange(
-            self.connection,
-            asked.api_key,
-            asked.version,
-            correlation_id,
-            asked.client_id,
-            asked.request,
-            asked_at=asked.at,
-            answered_at=at,
-        )
+        exchange = asked.exchange(self.connection, correlation_id)
+        exchange.answered_at = at
         try:
             _, response = messages.decode_response(frame, asked.api_key, asked.version)
         except Exception as exc:
@@ -178,18 +181,7 @@ class Conversation:
 
     def unanswered(self) -> list[Exchange]:
         """The requests still waiting (called when the connection ends)."""
-        left = [
-            Exchange(
-                self.connection,
-                asked.api_key,
-                asked.version,
-                correlation_id,
-                asked.client_id,
-                asked.request,
-                asked_at=asked.at,
-            )
-            for correlation_id, asked in self._waiting.items()
-        ]
+        left = [asked.exchange(self.connection, c) for c, asked in self._waiting.items()]
         self._waiting.clear()
         return left
 

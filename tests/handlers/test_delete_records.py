@@ -19,20 +19,12 @@ from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.plugin import TopicFactory
 from tests.handlers.test_fetch_limits import Want, fetch, partitions_of
-from tests.rawclient import RawClient, make, produce_batch
+from tests.handlers.test_list_offsets import BASE_TIMESTAMP_MS, lookup, produce
+from tests.rawclient import RawClient, make
 
-LIST_OFFSETS, OFFSET_COMMIT, DELETE_RECORDS = 2, 8, 21
+OFFSET_COMMIT, DELETE_RECORDS = 8, 21
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION = 0, 1, 3
 EARLIEST, LATEST = -2, -1
-BASE_TIMESTAMP_MS = 1_700_000_000_000
-
-
-def produce(client: RawClient, topic: str, values: list[bytes], first_index: int = 0) -> None:
-    """One batch holding `values`, all with timestamp BASE + 1000 * first_index."""
-    batch = records.build_batch(
-        [(None, value) for value in values], timestamp_ms=BASE_TIMESTAMP_MS + 1000 * first_index
-    )
-    produce_batch(client.call, topic, 0, batch)
 
 
 def delete(
@@ -57,22 +49,7 @@ def delete(
 
 
 def list_offset(client: RawClient, topic: str, timestamp: int) -> tuple[int, int]:
-    wanted = make(
-        LIST_OFFSETS,
-        7,
-        "ListOffsetsPartition",
-        partition_index=0,
-        timestamp=timestamp,
-        current_leader_epoch=-1,
-    )
-    response = client.call(
-        LIST_OFFSETS,
-        7,
-        replica_id=-1,
-        isolation_level=0,
-        topics=(make(LIST_OFFSETS, 7, "ListOffsetsTopic", name=topic, partitions=(wanted,)),),
-    )
-    (answer,) = response.topics[0].partitions
+    answer = lookup(client, 7, topic, timestamp)
     return answer.error_code.value, int(answer.offset)
 
 

@@ -8,12 +8,22 @@ from typing import Any
 import pytest
 
 from minibroker import Broker
+from minibroker.protocol import records
 from minibroker.testing.plugin import TopicFactory
-from tests.handlers.test_delete_records import BASE_TIMESTAMP_MS, LIST_OFFSETS, produce
-from tests.rawclient import RawClient, make
+from tests.rawclient import RawClient, make, produce_batch
 
+LIST_OFFSETS = 2
 NONE = 0
 LATEST = -1
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+
+
+def produce(client: RawClient, topic: str, values: list[bytes], first_index: int = 0) -> None:
+    """One batch holding `values`, all with timestamp BASE + 1000 * first_index."""
+    batch = records.build_batch(
+        [(None, value) for value in values], timestamp_ms=BASE_TIMESTAMP_MS + 1000 * first_index
+    )
+    produce_batch(client.call, topic, 0, batch)
 
 
 def lookup(client: RawClient, version: int, topic: str, timestamp: int) -> Any:
