@@ -746,6 +746,15 @@ def test_legacy_layouts_are_what_kafkas_definitions_give() -> None:
     and covers every version Kafka 3.9 serves below kio's classes, for every served API."""
     tool = _load_tool("legacy_schemas")
     assert tool.derive(SCHEMA_DIR) == legacy.SCHEMAS
+    # The reader and writer serve integers, booleans, strings and arrays of those or of
+    # structs: every kind in the table is one of them.
+    scalars = {"int8", "int16", "int32", "int64", "bool", "string"}
+
+    def kinds(layout: tuple[Any, ...]) -> set[str]:
+        return {k for _, k, _, _, children in layout for k in (k, *kinds(children))}
+
+    every = set().union(*(kinds(req) | kinds(resp) for req, resp in legacy.SCHEMAS.values()))
+    assert every <= scalars | {f"[]{s}" for s in scalars} | {"[]"}, every
     for api_key, handler in HANDLERS.items():
         floor = min(_valid_versions("request", api_key))
         assert handler.min_version == MESSAGE_FORMAT_FLOORS.get(api_key, floor), handler.name
