@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -110,10 +111,19 @@ func main() {
 	retention := "3600000"
 	_, err = admin.CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": &retention}, *topic)
 	check(err, "create topic")
-	described, err := admin.DescribeTopicConfigs(ctx, *topic)
-	check(err, "describe configs")
-	resource, err := described.On(*topic, nil)
-	check(err, "describe configs")
+	// A real Kafka's metadata knows a topic a moment after creating it: until then,
+	// describing it answers UNKNOWN_TOPIC_OR_PARTITION, and careful callers ask again.
+	var resource kadm.ResourceConfig
+	for attempt := 0; ; attempt++ {
+		described, err := admin.DescribeTopicConfigs(ctx, *topic)
+		check(err, "describe configs")
+		resource, err = described.On(*topic, nil)
+		check(err, "describe configs")
+		if !errors.Is(resource.Err, kerr.UnknownTopicOrPartition) || attempt == 100 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	check(resource.Err, "describe configs")
 	for _, config := range resource.Configs {
 		value := ""

@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -116,7 +117,16 @@ func main() {
 		ReplicationFactor: 1,
 		ConfigEntries:     map[string]*string{"retention.ms": &retention},
 	}, false), "create topic")
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: *topic})
+	// A real Kafka's metadata knows a topic a moment after creating it: until then,
+	// describing it answers UNKNOWN_TOPIC_OR_PARTITION, and careful callers ask again.
+	var entries []sarama.ConfigEntry
+	for attempt := 0; ; attempt++ {
+		entries, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: *topic})
+		if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || attempt == 100 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	check(err, "describe configs")
 	for _, entry := range entries {
 		out.TopicConfigs[entry.Name] = entry.Value
