@@ -247,13 +247,17 @@ def test_clients_stay_on_the_proxy_across_a_cluster_and_every_exchange_is_record
         wait_for(lambda: all(a <= b <= c for a, b, c in bounded()), 10, describe=bounded)
         assert all(answered > 0 for answered, _, _ in bounded())
         recorded = proxy.exchanges()
-        assert all(
-            e.response is not None and not e.problems
-            for e in recorded
-            if e.api in ("Produce", "Metadata", "FindCoordinator")
-        )
+        assert not [e.problems for e in recorded if e.problems]
+        # The producer flushed before the consumer started: each of its requests has its
+        # answer recorded (a consumer's last requests may be cut off by its close).
+        assert all(e.response is not None for e in proxy.exchanges(api="Produce"))
         # Metadata is recorded as the brokers sent it: their own addresses.
-        ports = {b["port"] for e in proxy.exchanges(api="Metadata") for b in e.response["brokers"]}
+        ports = {
+            b["port"]
+            for e in proxy.exchanges(api="Metadata")
+            if e.response is not None
+            for b in e.response["brokers"]
+        }
         assert ports == {int(a.rpartition(":")[2]) for a in cluster.bootstrap_servers.split(",")}
         produced = sum(
             len(p["partition_data"])
