@@ -51,9 +51,20 @@ async function scenario({ bootstrap, topic, group, count }, out) {
     })
   )
   await step('describe configs', async () => {
-    const described = await admin.describeConfigs({
-      resources: [{ resourceType: ConfigResourceTypes.TOPIC, resourceName: topic }],
-    })
+    // A real Kafka's metadata knows a topic a moment after creating it; until then,
+    // describing it fails (UNKNOWN_TOPIC_OR_PARTITION), and careful callers ask again.
+    let described
+    for (let attempt = 0; ; attempt++) {
+      try {
+        described = await admin.describeConfigs({
+          resources: [{ resourceType: ConfigResourceTypes.TOPIC, resourceName: topic }],
+        })
+        break
+      } catch (error) {
+        if (attempt === 100) throw error
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+    }
     for (const resource of described) {
       for (const entry of resource.configs) {
         out.topic_configs[entry.name] = entry.value
