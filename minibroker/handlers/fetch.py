@@ -125,9 +125,9 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
                 data = log.read(wanted.fetch_offset, limit, allow_oversized_first=first)
                 first = first and not data
                 budget -= len(data)
-            served = log is not None and code == ErrorCode.none
             # A partition with an error carries no offsets (-1), as on Kafka.
-            high_watermark = log.high_watermark if served and log is not None else -1
+            served = log if code == ErrorCode.none else None
+            high_watermark = served.high_watermark if served is not None else -1
             partitions.append(
                 ctx.make(
                     "PartitionData",
@@ -135,8 +135,8 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
                     error_code=code,
                     high_watermark=high_watermark,
                     last_stable_offset=high_watermark,
-                    log_start_offset=log.log_start_offset if served and log is not None else -1,
-                    aborted_transactions=no_aborted if served else None,
+                    log_start_offset=served.log_start_offset if served is not None else -1,
+                    aborted_transactions=no_aborted if served is not None else None,
                     preferred_read_replica=-1,
                     records=data,
                 )

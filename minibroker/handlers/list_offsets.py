@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, led_partition
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import LEADER_EPOCH, PartitionLog
 
 LATEST = -1
 EARLIEST = -2
@@ -76,7 +76,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     timestamp=timestamp,
                     offset=offset,
                     # No offset found (a timestamp past the last record): no epoch either.
-                    leader_epoch=0 if code == ErrorCode.none and offset >= 0 else -1,
+                    leader_epoch=LEADER_EPOCH if code == ErrorCode.none and offset >= 0 else -1,
                 )
             )
         topics.append(
