@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -50,6 +57,12 @@ WARM_UP_MESSAGES = 10_000
 # local queue holds queued.min.messages; at these rates that pause, not the broker, sets
 # the consume rate. The throughput consumer shortens it; the default is measured too.
 CONSUME_TUNED = {"fetch.queue.backoff.ms": 10}
+WATERMARK_TIMEOUT_S = 30.0
+NOT_READY = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+}
 
 
 @dataclass(frozen=True)
@@ -107,11 +120,8 @@ class ServerProcess:
         line = self._readline()
         if not line.startswith("READY "):
             raise RuntimeError(f"{kind} runner did not start: {line!r}")
-        self.bootstrap = line.split()[1]
-
-    @property
-    def pid(self) -> int:
-        return self._process.pid
+        _, self.bootstrap, broker_pid = line.split()
+        self.pid = int(broker_pid)  # the broker's process: the runner or a child of it
 
     def cpu_seconds(self) -> float:
         """CPU time of every thread of the broker process so far (schedstat, ns)."""
@@ -194,13 +204,27 @@ def _consumer(bootstrap: str, **extra: Any) -> Consumer:
     )
 
 
+def _watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]:
+    """(low, high) offsets, asking again while the broker says it is not ready for them:
+    a real Kafka may still be taking leadership of a new topic's partitions."""
+    deadline = time.monotonic() + WATERMARK_TIMEOUT_S
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(partition, timeout=10)
+            return low, high
+        except KafkaException as error:
+            if error.args[0].code() not in NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def stored_range(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
     """(messages held, messages ever written) from the partitions' offsets."""
     consumer = _consumer(bootstrap)
     try:
         held = written = 0
         for index in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, index), timeout=10)
+            low, high = _watermarks(consumer, TopicPartition(topic, index))
             held += high - low
             written += high
         return held, written
@@ -519,6 +543,8 @@ def _fmt(value: float | None, unit: str) -> str:
     if unit == "msg/s":
         return f"{value:,.0f} msg/s"
     if unit == "ms":
+        if value >= 1000:
+            return f"{value:,.0f} ms"
         return f"{value:.1f} ms" if value >= 1 else f"{value:.2f} ms"
     if unit == "MiB":
         return f"{value:,.0f} MiB"

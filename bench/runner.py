@@ -1,11 +1,16 @@
 """Child-process side of the benchmarks.
 
-python -m bench.runner serve minibroker|mock
-    Hosts one broker. Prints `READY <bootstrap.servers>`, then answers one line per
-    command read from stdin:
+python -m bench.runner serve minibroker|mock|kafka|kafka-stock|kfake
+    Hosts one broker. Prints `READY <bootstrap.servers> <pid of the broker's process>`,
+    then answers one line per command read from stdin:
         topic NAME PARTITIONS  -> OK
-        stats                  -> JSON: rss_kb, hwm_kb, stored_bytes (null for the mock)
+        stats                  -> JSON: rss_kb, hwm_kb (of the broker's process),
+                                  stored_bytes (minibroker only, else null)
         quit
+    minibroker and the mock live in this process; Apache Kafka (a JVM, `kafka` with the
+    test settings of minibroker.testing.real_kafka, `kafka-stock` with Kafka's own
+    group.initial.rebalance.delay.ms) and franz-go's kfake (a Go program, bench/gobench)
+    run in a child of it, and their topics are made with CreateTopics.
 python -m bench.runner startup minibroker|mock client|socket
     In a fresh interpreter (imports done, nothing else warm): time from broker start to
     the first Metadata answer; prints the milliseconds.
@@ -14,8 +19,10 @@ python -m bench.runner startup minibroker|mock client|socket
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
+import subprocess
 import sys
 import time
 from typing import Any
@@ -28,10 +35,17 @@ METADATA_KEY = 3
 METADATA_VERSION = 1
 
 
-def memory_kb() -> tuple[int, int]:
-    """(VmRSS, VmHWM) of this process in KiB."""
+KAFKA_LINE = "4"
+# Kafka's start script (kafka-server-start.sh) runs the broker with a 1 GiB heap
+KAFKA_HEAP = "1g"
+KAFKA_STOCK_REBALANCE_DELAY_MS = "3000"  # Kafka's default group.initial.rebalance.delay.ms
+CREATE_TIMEOUT_S = 30.0
+
+
+def memory_kb(pid: int | None = None) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process (this one by default) in KiB."""
     values: dict[str, int] = {}
-    with open("/proc/self/status") as status:
+    with open(f"/proc/{pid or 'self'}/status") as status:
         for line in status:
             name, _, rest = line.partition(":")
             if name in ("VmRSS", "VmHWM"):
@@ -39,23 +53,90 @@ def memory_kb() -> tuple[int, int]:
     return values["VmRSS"], values["VmHWM"]
 
 
+class _KfakeProcess:
+    """franz-go's kfake cluster in a child process (bench/gobench)."""
+
+    def __init__(self) -> None:
+        from bench.gobench import binary
+
+        self.process = subprocess.Popen(
+            [str(binary()), "kfake"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().split()
+        if len(line) != 2 or line[0] != "READY":
+            raise RuntimeError(f"kfake did not start: {line}")
+        self.bootstrap = line[1]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # the program serves until its stdin closes
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """CreateTopics, then wait until Metadata shows a leader for every partition."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(CREATE_TIMEOUT_S)
+    deadline = time.monotonic() + CREATE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = admin.list_topics(name, timeout=10).topics.get(name)
+        if (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{name}: not every partition has a leader after {CREATE_TIMEOUT_S:g} s")
+
+
 class _Host:
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.broker: Broker | None = None
         self.mock: MockCluster | None = None
+        self.kafka: Any = None
+        self.kfake: _KfakeProcess | None = None
+        self.pid = os.getpid()
         if kind == "minibroker":
             self.broker = Broker().start_in_thread()
             self.bootstrap = self.broker.bootstrap_servers
-        else:
+        elif kind == "mock":
             self.mock = MockCluster()
             self.bootstrap = self.mock.bootstrap_servers
+        elif kind in ("kafka", "kafka-stock"):
+            from minibroker.testing.real_kafka import RealKafka
+
+            stock = {"group.initial.rebalance.delay.ms": KAFKA_STOCK_REBALANCE_DELAY_MS}
+            self.kafka = RealKafka(
+                KAFKA_LINE, heap=KAFKA_HEAP, settings=stock if kind == "kafka-stock" else None
+            )
+            self.kafka.start()
+            self.bootstrap = self.kafka.bootstrap_servers
+            self.pid = self.kafka.pid
+        elif kind == "kfake":
+            self.kfake = _KfakeProcess()
+            self.bootstrap = self.kfake.bootstrap
+            self.pid = self.kfake.process.pid
+        else:
+            raise ValueError(f"unknown broker kind {kind!r}")
 
     def create_topic(self, name: str, partitions: int) -> None:
         if self.broker is not None:
             self.broker.create_topic(name, partitions)
         elif self.mock is not None:
             self.mock.create_topic(name, partitions)
+        else:
+            create_topic(self.bootstrap, name, partitions)
 
     def stored_bytes(self) -> int | None:
         broker = self.broker
@@ -77,11 +158,18 @@ class _Host:
             self.broker.stop_thread()
         if self.mock is not None:
             self.mock.close()
+        if self.kafka is not None:
+            self.kafka.stop()
+        if self.kfake is not None:
+            self.kfake.close()
+
+
+SERVED = ("minibroker", "mock", "kafka", "kafka-stock", "kfake")
 
 
 def serve(kind: str) -> None:
     host = _Host(kind)
-    print(f"READY {host.bootstrap}", flush=True)
+    print(f"READY {host.bootstrap} {host.pid}", flush=True)
     for line in sys.stdin:
         words = line.split()
         if not words:
@@ -90,7 +178,7 @@ def serve(kind: str) -> None:
             host.create_topic(words[1], int(words[2]))
             print("OK", flush=True)
         elif words[0] == "stats":
-            rss, hwm = memory_kb()
+            rss, hwm = memory_kb(host.pid)
             stats = {"rss_kb": rss, "hwm_kb": hwm, "stored_bytes": host.stored_bytes()}
             print(json.dumps(stats), flush=True)
         elif words[0] == "quit":
@@ -172,7 +260,7 @@ def startup(kind: str, probe: str) -> tuple[float, float]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 2 and argv[0] == "serve" and argv[1] in ("minibroker", "mock"):
+    if len(argv) >= 2 and argv[0] == "serve" and argv[1] in SERVED:
         serve(argv[1])
         return 0
     if len(argv) >= 3 and argv[0] == "startup":
