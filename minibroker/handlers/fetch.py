@@ -28,6 +28,8 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, millis
 from minibroker.handlers.registry import Pending, RequestContext, api
+from minibroker.protocol.fetch_response import PartitionAnswer, encode_topic, suffix_size
+from minibroker.protocol.messages import SplicedResponse
 from minibroker.state.log import PartitionLog
 from minibroker.state.topics import Topic
 
@@ -104,8 +106,9 @@ def _logs(ctx: RequestContext, wanted_topics: Wanted) -> tuple[Hashable, ...]:
     return tuple(logs)
 
 
-def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
-    """Build the response from what is stored now."""
+def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> SplicedResponse:
+    """Build the response from what is stored now (its topics written straight to bytes,
+    protocol/fetch_response.py)."""
     budget = ctx.cluster.config.fetch_max_bytes
     if request.max_bytes > 0:
         budget = min(budget, request.max_bytes)
@@ -113,49 +116,53 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Any:
     # read_committed fetches list the aborted transactions in range (none, here);
     # read_uncommitted ones have no list at all.
     no_aborted = () if getattr(request, "isolation_level", 0) == READ_COMMITTED else None
-    topic_responses = []
+    encoded_topics = []
     for fetch_topic, wanted_partitions in wanted_topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
         partitions = []
         for wanted in wanted_partitions:
             log, code = _locate(ctx, topic, missing_code, wanted)
+            if code != ErrorCode.none or log is None:
+                # A partition with an error carries no offsets (-1), as on Kafka.
+                partitions.append(
+                    PartitionAnswer(wanted.partition, code, -1, -1, -1, None, -1, b"")
+                )
+                continue
             data = b""
-            if log is not None and code == ErrorCode.none and budget > 0:
+            if budget > 0:
                 limit = min(wanted.partition_max_bytes, budget)
                 data = log.read(wanted.fetch_offset, limit, allow_oversized_first=first)
                 first = first and not data
                 budget -= len(data)
-            # A partition with an error carries no offsets (-1), as on Kafka.
-            served = log if code == ErrorCode.none else None
-            high_watermark = served.high_watermark if served is not None else -1
+            high_watermark = log.high_watermark
             partitions.append(
-                ctx.make(
-                    "PartitionData",
-                    partition_index=wanted.partition,
-                    error_code=code,
-                    high_watermark=high_watermark,
-                    last_stable_offset=high_watermark,
-                    log_start_offset=served.log_start_offset if served is not None else -1,
-                    aborted_transactions=no_aborted if served is not None else None,
-                    preferred_read_replica=-1,
-                    records=data,
+                PartitionAnswer(
+                    wanted.partition,
+                    ErrorCode.none,
+                    high_watermark,
+                    high_watermark,
+                    log.log_start_offset,
+                    no_aborted,
+                    -1,
+                    data,
                 )
             )
-        topic_responses.append(
-            ctx.make(
-                "FetchableTopicResponse",
-                topic=getattr(fetch_topic, "topic", None),
-                topic_id=getattr(fetch_topic, "topic_id", None),
-                partitions=tuple(partitions),
+        encoded_topics.append(
+            encode_topic(
+                ctx.version,
+                getattr(fetch_topic, "topic", None),
+                getattr(fetch_topic, "topic_id", None),
+                partitions,
             )
         )
-    return ctx.response(
+    response = ctx.response(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
-        responses=tuple(topic_responses),
+        responses=(),
         node_endpoints=(),
     )
+    return SplicedResponse(response, encoded_topics, suffix_size(ctx.version))
 
 
 # Session epochs that ask for a full fetch (Kafka's FetchMetadata INITIAL_EPOCH and

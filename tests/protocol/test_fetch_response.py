@@ -1,0 +1,104 @@
+"""Fetch responses written straight to bytes (protocol/fetch_response.py) are the bytes
+kio writes for the same response, at every served version."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
+
+from minibroker.protocol import messages
+from minibroker.protocol.fetch_response import (
+    AbortedTransaction,
+    PartitionAnswer,
+    encode_topic,
+    suffix_size,
+)
+
+FETCH = 1
+VERSIONS = range(4, 18)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+partitions = st.lists(
+    st.builds(
+        PartitionAnswer,
+        partition_index=INT32,
+        error_code=st.sampled_from([int(code) for code in ErrorCode]),
+        high_watermark=INT64,
+        last_stable_offset=INT64,
+        log_start_offset=INT64,
+        aborted_transactions=st.none()
+        | st.lists(st.builds(AbortedTransaction, INT64, INT64), max_size=3).map(tuple),
+        preferred_read_replica=INT32,
+        # lengths past one varint byte (127) and past two (16,383) included
+        records=st.none() | st.binary(max_size=300) | st.sampled_from([b"r" * 20_000]),
+    ),
+    max_size=5,
+)
+topics = st.lists(
+    st.tuples(st.text(max_size=300), st.uuids(), partitions),
+    max_size=4,
+)
+
+
+def _kio_response(version: int, drawn: list[tuple[str, uuid.UUID, list[PartitionAnswer]]]) -> Any:
+    module = messages.response_module(FETCH, version)
+    build = messages.build
+    return build(
+        messages.response_class(FETCH, version),
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        node_endpoints=(),
+        responses=tuple(
+            build(
+                module.FetchableTopicResponse,
+                topic=name,
+                topic_id=topic_id,
+                partitions=tuple(
+                    build(
+                        module.PartitionData,
+                        **{
+                            **answer._asdict(),
+                            "error_code": ErrorCode(answer.error_code),
+                            "aborted_transactions": None
+                            if answer.aborted_transactions is None
+                            else tuple(
+                                build(module.AbortedTransaction, **t._asdict())
+                                for t in answer.aborted_transactions
+                            ),
+                        },
+                    )
+                    for answer in answers
+                ),
+            )
+            for name, topic_id, answers in drawn
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=40, deadline=None)
+@given(drawn=topics, correlation_id=INT32)
+def test_spliced_fetch_response_is_the_bytes_kio_writes(
+    version: int, drawn: list[tuple[str, uuid.UUID, list[PartitionAnswer]]], correlation_id: int
+) -> None:
+    expected = messages.encode_response(correlation_id, _kio_response(version, drawn))
+    items = [encode_topic(version, name, topic_id, answers) for name, topic_id, answers in drawn]
+    spliced = messages.SplicedResponse(_kio_response(version, []), items, suffix_size(version))
+    assert messages.encode_response(correlation_id, spliced) == expected
+
+
+def test_a_topic_without_the_name_or_id_its_version_needs_is_refused() -> None:
+    with pytest.raises(ValueError, match="by id"):
+        encode_topic(13, "orders", None, [])
+    with pytest.raises(ValueError, match="by name"):
+        encode_topic(12, None, uuid.uuid4(), [])
+    with pytest.raises(ValueError, match="not written here"):
+        encode_topic(3, "orders", None, [])
