@@ -28,12 +28,18 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, millis
 from minibroker.handlers.registry import Pending, RequestContext, api
-from minibroker.protocol.fetch_response import PartitionAnswer, encode_topic, suffix_size
+from minibroker.protocol.fetch_response import (
+    PartitionAnswer,
+    RecordPieces,
+    suffix_size,
+    write_topic,
+)
 from minibroker.protocol.messages import SplicedResponse
 from minibroker.state.log import PartitionLog
 from minibroker.state.topics import Topic
 
 FIRST_TOPIC_ID_VERSION = 13
+NO_RECORDS = RecordPieces([], 0)
 READ_COMMITTED = 1
 
 
@@ -116,7 +122,7 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
     # read_committed fetches list the aborted transactions in range (none, here);
     # read_uncommitted ones have no list at all.
     no_aborted = () if getattr(request, "isolation_level", 0) == READ_COMMITTED else None
-    encoded_topics = []
+    pieces: list[bytes | memoryview] = []
     for fetch_topic, wanted_partitions in wanted_topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
         partitions = []
@@ -128,12 +134,14 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
                     PartitionAnswer(wanted.partition, code, -1, -1, -1, None, -1, b"")
                 )
                 continue
-            data = b""
+            data = NO_RECORDS
             if budget > 0:
                 limit = min(wanted.partition_max_bytes, budget)
-                data = log.read(wanted.fetch_offset, limit, allow_oversized_first=first)
-                first = first and not data
-                budget -= len(data)
+                data = RecordPieces(
+                    *log.read_pieces(wanted.fetch_offset, limit, allow_oversized_first=first)
+                )
+                first = first and not data.size
+                budget -= data.size
             high_watermark = log.high_watermark
             partitions.append(
                 PartitionAnswer(
@@ -147,13 +155,12 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
                     data,
                 )
             )
-        encoded_topics.append(
-            encode_topic(
-                ctx.version,
-                getattr(fetch_topic, "topic", None),
-                getattr(fetch_topic, "topic_id", None),
-                partitions,
-            )
+        write_topic(
+            ctx.version,
+            getattr(fetch_topic, "topic", None),
+            getattr(fetch_topic, "topic_id", None),
+            partitions,
+            pieces,
         )
     response = ctx.response(
         throttle_time=NO_THROTTLE,
@@ -162,7 +169,7 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
         responses=(),
         node_endpoints=(),
     )
-    return SplicedResponse(response, encoded_topics, suffix_size(ctx.version))
+    return SplicedResponse(response, pieces, suffix_size(ctx.version), len(wanted_topics))
 
 
 # Session epochs that ask for a full fetch (Kafka's FetchMetadata INITIAL_EPOCH and

@@ -235,12 +235,15 @@ class SplicedResponse:
     handler can cache them), spliced in where `response` has that array empty.
 
     `suffix_size` is the number of body bytes that follow the array, a fact of the
-    API version's schema the handler states (and its tests check against kio).
+    API version's schema the handler states (and its tests check against kio). `count`,
+    when given, is the array's length and `items` are pieces of its entries, so large
+    entries (stored record batches) are copied once, into the frame.
     """
 
     response: Any
-    items: list[bytes]
+    items: list[bytes] | list[bytes | memoryview]
     suffix_size: int
+    count: int | None = None
 
 
 def encode_entity(entity: Any) -> bytes:
@@ -317,7 +320,12 @@ def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
     if frame[start:end] != empty:
         raise ValueError("the spliced array is not where the schema puts it")
     body = b"".join(
-        [frame[4:start], _array_length(len(spliced.items), flexible), *spliced.items, frame[end:]]
+        [
+            frame[4:start],
+            _array_length(len(spliced.items) if spliced.count is None else spliced.count, flexible),
+            *spliced.items,
+            frame[end:],
+        ]
     )
     return _SIZE.pack(len(body)) + body
 

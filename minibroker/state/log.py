@@ -117,8 +117,16 @@ class PartitionLog:
         Like Kafka, the first batch is returned whole even when it alone exceeds
         `max_bytes` (unless told otherwise), so a consumer can always make progress.
         """
+        pieces, _ = self.read_pieces(offset, max_bytes, allow_oversized_first=allow_oversized_first)
+        return b"".join(pieces)
+
+    def read_pieces(
+        self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True
+    ) -> tuple[list[bytes | memoryview], int]:
+        """What `read` returns, as pieces (views of the stored batches) and their total
+        size: a Fetch answer copies them once, into its frame."""
         if offset >= self.next_offset or not self._batches:
-            return b""
+            return [], 0
         index = self._batch_index(offset)
         pieces: list[bytes | memoryview] = []
         total = 0
@@ -135,7 +143,7 @@ class PartitionLog:
             total += len(batch)
             if total >= max_bytes:
                 break
-        return b"".join(pieces)
+        return pieces, total
 
     def _stored(self, index: int) -> bytes:
         """Batch `index` as stored: its base offset and leader epoch in the header (off the

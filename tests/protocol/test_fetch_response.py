@@ -16,8 +16,10 @@ from minibroker.protocol import messages
 from minibroker.protocol.fetch_response import (
     AbortedTransaction,
     PartitionAnswer,
+    RecordPieces,
     encode_topic,
     suffix_size,
+    write_topic,
 )
 
 FETCH = 1
@@ -37,7 +39,12 @@ partitions = st.lists(
         | st.lists(st.builds(AbortedTransaction, INT64, INT64), max_size=3).map(tuple),
         preferred_read_replica=INT32,
         # lengths past one varint byte (127) and past two (16,383) included
-        records=st.none() | st.binary(max_size=300) | st.sampled_from([b"r" * 20_000]),
+        records=st.none()
+        | st.binary(max_size=300)
+        | st.sampled_from([b"r" * 20_000])
+        | st.lists(st.binary(max_size=100), max_size=4).map(
+            lambda pieces: RecordPieces([memoryview(p) for p in pieces], sum(map(len, pieces)))
+        ),
     ),
     max_size=5,
 )
@@ -67,6 +74,9 @@ def _kio_response(version: int, drawn: list[tuple[str, uuid.UUID, list[Partition
                         **{
                             **answer._asdict(),
                             "error_code": ErrorCode(answer.error_code),
+                            "records": b"".join(answer.records.pieces)
+                            if isinstance(answer.records, RecordPieces)
+                            else answer.records,
                             "aborted_transactions": None
                             if answer.aborted_transactions is None
                             else tuple(
@@ -90,9 +100,16 @@ def test_spliced_fetch_response_is_the_bytes_kio_writes(
     version: int, drawn: list[tuple[str, uuid.UUID, list[PartitionAnswer]]], correlation_id: int
 ) -> None:
     expected = messages.encode_response(correlation_id, _kio_response(version, drawn))
+    empty = _kio_response(version, [])
     items = [encode_topic(version, name, topic_id, answers) for name, topic_id, answers in drawn]
-    spliced = messages.SplicedResponse(_kio_response(version, []), items, suffix_size(version))
+    spliced = messages.SplicedResponse(empty, items, suffix_size(version))
     assert messages.encode_response(correlation_id, spliced) == expected
+    # as pieces: every topic's parts in one list, the array length given
+    pieces: list[bytes | memoryview] = []
+    for name, topic_id, answers in drawn:
+        write_topic(version, name, topic_id, answers, pieces)
+    in_pieces = messages.SplicedResponse(empty, pieces, suffix_size(version), len(drawn))
+    assert messages.encode_response(correlation_id, in_pieces) == expected
 
 
 def test_a_topic_without_the_name_or_id_its_version_needs_is_refused() -> None:
