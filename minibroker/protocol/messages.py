@@ -319,15 +319,11 @@ def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
     start = end - len(empty)
     if frame[start:end] != empty:
         raise ValueError("the spliced array is not where the schema puts it")
-    body = b"".join(
-        [
-            frame[4:start],
-            _array_length(len(spliced.items) if spliced.count is None else spliced.count, flexible),
-            *spliced.items,
-            frame[end:],
-        ]
-    )
-    return _SIZE.pack(len(body)) + body
+    items = spliced.items
+    length = _array_length(len(items) if spliced.count is None else spliced.count, flexible)
+    # the frame's size is counted first, so that its (possibly many-MB) body is copied once
+    size = (start - 4) + len(length) + sum(map(len, items)) + spliced.suffix_size
+    return b"".join([_SIZE.pack(size), frame[4:start], length, *items, frame[end:]])
 
 
 def encode_response(correlation_id: int, response: Any, version: int | None = None) -> bytes:
