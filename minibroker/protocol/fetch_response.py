@@ -24,12 +24,16 @@ import struct
 import uuid
 from typing import NamedTuple
 
+from minibroker.protocol.messages import array_length
+
 FIRST_VERSION = 4
 LOG_START_OFFSET_VERSION = 5
 PREFERRED_READ_REPLICA_VERSION = 11
 FLEXIBLE_VERSION = 12
 TOPIC_ID_VERSION = 13
 NO_TAGS = b"\x00"
+NULL_COMPACT = b"\x00"
+NULL_INT32 = b"\xff\xff\xff\xff"
 
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error code, high watermark, last stable
 _INT16 = struct.Struct(">h")
@@ -61,25 +65,11 @@ class PartitionAnswer(NamedTuple):
     records: bytes | RecordPieces | None
 
 
-def _unsigned_varint(value: int) -> bytes:
-    if value < 0x80:
-        return _ONE_BYTE[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
-
-
 def _length(count: int | None, flexible: bool) -> bytes:
     """An array or bytes length; None is null."""
-    if flexible:
-        return _unsigned_varint(0 if count is None else count + 1)
-    return _INT32.pack(-1 if count is None else count)
+    if count is None:
+        return NULL_COMPACT if flexible else NULL_INT32
+    return array_length(count, flexible)
 
 
 def _partition(version: int, answer: PartitionAnswer, out: list[bytes | memoryview]) -> None:
@@ -146,7 +136,7 @@ def write_topic(
         if name is None:
             raise ValueError(f"Fetch v{version} names topics by name")
         text = name.encode()
-        out.append(_unsigned_varint(len(text) + 1) if flexible else _INT16.pack(len(text)))
+        out.append(array_length(len(text), True) if flexible else _INT16.pack(len(text)))
         out.append(text)
     out.append(_length(len(partitions), flexible))
     for answer in partitions:

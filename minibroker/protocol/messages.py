@@ -282,7 +282,7 @@ class StringVariants:
     def _string(self, text: str) -> bytes:
         data = text.encode()
         if self._compact:
-            return _array_length(len(data), True) + data
+            return array_length(len(data), True) + data
         return struct.pack(">h", len(data)) + data
 
     def encode(self, text: str) -> bytes:
@@ -293,7 +293,8 @@ class StringVariants:
 _ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 
 
-def _array_length(count: int, flexible: bool) -> bytes:
+def array_length(count: int, flexible: bool) -> bytes:
+    """An array's (or bytes field's) length as the version writes it: int32, or compact."""
     if not flexible:
         return _SIZE.pack(count)
     if count < 0x7F:  # the usual case: a one-byte varint
@@ -308,19 +309,19 @@ def _array_length(count: int, flexible: bool) -> bytes:
 
 def encode_array(items: list[bytes], flexible: bool) -> bytes:
     """An array field of already encoded entities: its length, then the items."""
-    return b"".join([_array_length(len(items), flexible), *items])
+    return b"".join([array_length(len(items), flexible), *items])
 
 
 def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
     frame = encode_response(correlation_id, spliced.response)
     flexible = spliced.response.__flexible__
-    empty = _array_length(0, flexible)
+    empty = array_length(0, flexible)
     end = len(frame) - spliced.suffix_size
     start = end - len(empty)
     if frame[start:end] != empty:
         raise ValueError("the spliced array is not where the schema puts it")
     items = spliced.items
-    length = _array_length(len(items) if spliced.count is None else spliced.count, flexible)
+    length = array_length(len(items) if spliced.count is None else spliced.count, flexible)
     # the frame's size is counted first, so that its (possibly many-MB) body is copied once
     size = (start - 4) + len(length) + sum(map(len, items)) + spliced.suffix_size
     return b"".join([_SIZE.pack(size), frame[4:start], length, *items, frame[end:]])

@@ -159,7 +159,7 @@ def test_an_unsigned_varint_past_32_bits_is_refused(encoded: str) -> None:
 @pytest.mark.parametrize(("value", "encoded"), UNSIGNED_VECTORS)
 def test_compact_length_encoding(value: int, encoded: str) -> None:
     """A compact array length is the count plus one as an unsigned varint (0 is null)."""
-    assert messages._array_length(value - 1, True).hex() == encoded
+    assert messages.array_length(value - 1, True).hex() == encoded
 
 
 # --- record batches -------------------------------------------------------------------
