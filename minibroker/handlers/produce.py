@@ -12,7 +12,6 @@ Not done: transactional batches (rejected: transactions are not served yet).
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -20,11 +19,17 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol import records
+from minibroker.protocol.messages import SplicedResponse
+from minibroker.protocol.produce_response import (
+    ProducePartitionAnswer,
+    RecordError,
+    suffix_size,
+    write_topic,
+)
 from minibroker.state.producers import SequenceError
 from minibroker.state.topics import Topic, quoted
 
 VALID_ACKS = (0, 1, -1)
-RECORD_ERRORS_VERSION = 8  # Produce v8 added record_errors and error_message
 NO_TIMESTAMP = -1  # a record without a timestamp (RecordBatch.NO_TIMESTAMP)
 
 
@@ -149,7 +154,6 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
 
 
 def _partition_response(
-    ctx: RequestContext,
     index: int,
     code: ErrorCode,
     base_offset: int = -1,
@@ -157,32 +161,15 @@ def _partition_response(
     log_start: int = -1,
     message: str | None = None,
     record_errors: list[tuple[int, str]] | None = None,
-) -> Any:
-    errors = (
-        tuple(
-            ctx.make(
-                "BatchIndexAndErrorMessage",
-                batch_index=index,
-                batch_index_error_message=text,
-            )
-            for index, text in record_errors
-        )
-        if record_errors and ctx.version >= RECORD_ERRORS_VERSION
-        else ()
-    )
-    return ctx.make(
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=base_offset,
-        log_append_time=(
-            datetime.datetime.fromtimestamp(append_time / 1000, datetime.UTC)
-            if append_time >= 0
-            else None
-        ),
-        log_start_offset=log_start,
-        record_errors=errors,
-        error_message=message,
+) -> ProducePartitionAnswer:
+    return ProducePartitionAnswer(
+        index,
+        code,
+        base_offset,
+        append_time,
+        log_start,
+        tuple(RecordError(batch_index, text) for batch_index, text in record_errors or ()),
+        message,
     )
 
 
@@ -191,7 +178,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     acks = request.acks
     appended: list[Any] = []
-    topic_responses = []
+    pieces: list[bytes] = []
     for topic_data in request.topic_data:
         topic = cluster.topics.get(topic_data.name)
         partitions = []
@@ -200,7 +187,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if acks not in VALID_ACKS:
                 partitions.append(
                     _partition_response(
-                        ctx,
                         index,
                         ErrorCode.invalid_required_acks,
                         message=f"acks must be 0, 1 or -1, got {acks}",
@@ -210,7 +196,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if topic is None:
                 partitions.append(
                     _partition_response(
-                        ctx,
                         index,
                         ErrorCode.unknown_topic_or_partition,
                         message=f"topic {quoted(topic_data.name)} does not exist",
@@ -222,7 +207,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except _Rejected as rejected:
                 partitions.append(
                     _partition_response(
-                        ctx,
                         index,
                         rejected.code,
                         message=rejected.message,
@@ -233,7 +217,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             appended.append(topic.partitions[index].log)
             partitions.append(
                 _partition_response(
-                    ctx,
                     index,
                     ErrorCode.none,
                     base_offset,
@@ -241,15 +224,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     topic.partitions[index].log.log_start_offset,
                 )
             )
-        topic_responses.append(
-            ctx.make(
-                "TopicProduceResponse", name=topic_data.name, partition_responses=tuple(partitions)
-            )
-        )
+        write_topic(ctx.version, topic_data.name, partitions, pieces)
     for log in appended:
         cluster.notify_append(log)
     if acks == 0:
         return None
-    return ctx.response(
-        responses=tuple(topic_responses), throttle_time=NO_THROTTLE, node_endpoints=()
-    )
+    response = ctx.response(responses=(), throttle_time=NO_THROTTLE, node_endpoints=())
+    return SplicedResponse(response, pieces, suffix_size(ctx.version), len(request.topic_data))
