@@ -34,6 +34,7 @@ TOPIC_ID_VERSION = 13
 NO_TAGS = b"\x00"
 NULL_COMPACT = b"\x00"
 NULL_INT32 = b"\xff\xff\xff\xff"
+ZERO_UUID = bytes(16)
 
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error code, high watermark, last stable
 _INT16 = struct.Struct(">h")
@@ -129,9 +130,8 @@ def write_topic(
         raise ValueError(f"Fetch v{version} is not written here")
     flexible = version >= FLEXIBLE_VERSION
     if version >= TOPIC_ID_VERSION:
-        if topic_id is None:
-            raise ValueError(f"Fetch v{version} names topics by id")
-        out.append(topic_id.bytes)
+        # a request naming the zero id (read as None) gets it back, as kio writes None
+        out.append(ZERO_UUID if topic_id is None else topic_id.bytes)
     else:
         if name is None:
             raise ValueError(f"Fetch v{version} names topics by name")

@@ -286,16 +286,20 @@ def test_an_unknown_topic_id_is_unknown_topic_id_at_v13(
     kafka_broker: Broker, kafka_topic: TopicFactory
 ) -> None:
     """From v13 topics are named by id: an id the cluster does not know is
-    UNKNOWN_TOPIC_ID, while a known id is served."""
+    UNKNOWN_TOPIC_ID, the zero id included (it is answered with that id, not by closing
+    the connection), while a known id is served."""
     topic = kafka_topic(partitions=1)
     with RawClient(kafka_broker.bootstrap_servers) as client:
         fill(client, topic, 1, count=1)
         known = fetch(client, 13, [Want(0)], topic_id=topic_id_of(client, topic))
         unknown = fetch(client, 13, [Want(0)], topic_id=uuid.uuid4())
+        zero = fetch(client, 16, [Want(0)], topic_id=uuid.UUID(int=0))
     assert batch_counts(partitions_of(known)) == [1]
-    (partition,) = partitions_of(unknown)
-    assert partition.error_code.value == UNKNOWN_TOPIC_ID
-    assert not partition.records
+    for answer in (unknown, zero):
+        (partition,) = partitions_of(answer)
+        assert partition.error_code.value == UNKNOWN_TOPIC_ID
+        assert not partition.records
+    assert zero.responses[0].topic_id in (None, uuid.UUID(int=0))
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
