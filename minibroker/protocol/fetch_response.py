@@ -27,6 +27,7 @@ from typing import NamedTuple
 from minibroker.protocol.messages import array_length
 
 FIRST_VERSION = 4
+LAST_VERSION = 17
 LOG_START_OFFSET_VERSION = 5
 PREFERRED_READ_REPLICA_VERSION = 11
 FLEXIBLE_VERSION = 12
@@ -126,7 +127,7 @@ def write_topic(
     out: list[bytes | memoryview],
 ) -> None:
     """Append the pieces of one FetchableTopicResponse to `out`."""
-    if not FIRST_VERSION <= version <= 17:
+    if not FIRST_VERSION <= version <= LAST_VERSION:
         raise ValueError(f"Fetch v{version} is not written here")
     flexible = version >= FLEXIBLE_VERSION
     if version >= TOPIC_ID_VERSION:
