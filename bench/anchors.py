@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import socket
 import subprocess
 import sys
 import time
@@ -32,10 +31,11 @@ from bench.core import (
     CONSUME_TUNED,
     Samples,
     ServerProcess,
-    _client_version,
-    _fmt,
-    _load_average,
+    client_version,
+    fmt,
     latency,
+    load_average,
+    measure_memory,
     percentile,
     server,
     startup_ms,
@@ -47,7 +47,7 @@ from bench.gobench import binary as go_binary
 from bench.groups import HEARTBEAT_100, JOIN_PARTITIONS, first_assignment, join_one_more
 from bench.runner import KAFKA_HEAP, KAFKA_LINE, KAFKA_STOCK_REBALANCE_DELAY_MS, socket_metadata
 from minibroker.testing import jvm
-from minibroker.testing.real_kafka import RealKafka, unavailable_reason
+from minibroker.testing.real_kafka import RealKafka, free_loopback_ports, unavailable_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "ANCHORS_RESULTS.md"
@@ -129,13 +129,6 @@ def _wait_for_metadata(bootstrap: str, process: subprocess.Popen[bytes], started
     raise RuntimeError(f"no Metadata answer within {PROCESS_START_TIMEOUT_S:g} s")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def process_start_ms(kind: str) -> float:
     """A new broker process started from nothing to its first Metadata answer."""
     if kind == "kafka":
@@ -156,7 +149,7 @@ def process_start_ms(kind: str) -> float:
             assert process.stdin is not None
             process.stdin.close()
             process.wait(10)
-    port = _free_port()
+    (port,) = free_loopback_ports(1)
     command = [sys.executable, "-m", "minibroker", "--port", str(port), "--log-level", "ERROR"]
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -241,21 +234,6 @@ def run_groups(broker: ServerProcess, kind: str, plan: Plan, samples: Samples) -
         samples.add("fourth_joins", kind, settled * 1000)
 
 
-def run_memory(kind: str, plan: Plan, samples: Samples) -> None:
-    from bench.core import produce, stored_range
-
-    with server(kind) as broker:
-        broker.create_topic("memory", FIRST_PARTITIONS)
-        time.sleep(0.2)
-        baseline = broker.stats()
-        produce(broker.bootstrap, "memory", plan.memory_messages)
-        after = broker.stats()
-        held, _ = stored_range(broker.bootstrap, "memory", FIRST_PARTITIONS)
-    samples.add("mem_baseline_mib", kind, baseline["rss_kb"] / 1024)
-    samples.add("mem_peak_mib", kind, after["hwm_kb"] / 1024)
-    samples.add("mem_held", kind, held)
-
-
 def run_side(kind: str, run: int, plan: Plan, samples: Samples, log: Callable[[str], None]) -> None:
     prefix = f"run {run + 1}/{plan.runs} {kind}"
     log(f"{prefix}: start-up")
@@ -284,7 +262,7 @@ def run_side(kind: str, run: int, plan: Plan, samples: Samples, log: Callable[[s
             if seconds is not None:
                 samples.add("first_assignment_stock", kind, seconds * 1000)
     log(f"{prefix}: memory, {plan.memory_messages:,} messages")
-    run_memory(kind, plan, samples)
+    measure_memory(kind, FIRST_PARTITIONS, plan.memory_messages, samples)
 
 
 def measure(plan: Plan, log: Callable[[str], None]) -> Samples:
@@ -451,11 +429,11 @@ def table(samples: Samples, plan: Plan) -> list[str]:
         met = ""
         if row.check is not None and mb is not None:
             met = "yes" if row.check(mb, kafka, kfake) else "**no**"
-        kafka_cell = _fmt(kafka, row.unit)
+        kafka_cell = fmt(kafka, row.unit)
         if row.kafka_key is not None and kafka is not None:
             kafka_cell += " (process)" if row.kafka_key == "start_process" else ""
         lines.append(
-            f"| {row.title} | {_fmt(mb, row.unit)} | {kafka_cell} | {_fmt(kfake, row.unit)} "
+            f"| {row.title} | {fmt(mb, row.unit)} | {kafka_cell} | {fmt(kfake, row.unit)} "
             f"| {_ratio(mb, kafka)} | {_ratio(mb, kfake)} | {row.goal} | {met} |"
         )
     return lines
@@ -470,7 +448,7 @@ def cpu_table(samples: Samples) -> list[str]:
     for point in RATE_POINTS:
         cells = [point.label.replace(" values,", ",")]
         for metric in ("produce_cpu", "consume_cpu"):
-            cells += [_fmt(samples.median(f"{metric}_{point.key}", side), "ms") for side in SIDES]
+            cells += [fmt(samples.median(f"{metric}_{point.key}", side), "ms") for side in SIDES]
         lines.append(f"| {' | '.join(cells)} |")
     return lines
 
@@ -492,7 +470,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         f"- Medians of {plan.runs} run(s); sides interleaved run by run. Machine: "
         f"{os.cpu_count()} CPUs shared with other work (load average {load[0]} at the start, "
         f"{load[1]} at the end), Python {platform.python_version()}, confluent-kafka "
-        f"{_client_version()}, Java {_java_version()}.",
+        f"{client_version()}, Java {_java_version()}.",
         "- Client settings, every side: librdkafka defaults plus `acks=all` (producers), "
         "`linger.ms=0` for the latency producer, `fetch.queue.backoff.ms=10` and `assign()` "
         "for the throughput consumers, default settings for the first-assignment consumer, "
@@ -559,11 +537,11 @@ def main(argv: list[str] | None = None) -> int:
     def log(text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
-    load_before = _load_average()
+    load_before = load_average()
     started = time.perf_counter()
     samples = measure(plan, log)
     elapsed = time.perf_counter() - started
-    load = (load_before, _load_average())
+    load = (load_before, load_average())
     lines = table(samples, plan)
     print("\n".join(lines))
     command = "python -m bench.anchors" + " --quick" * args.quick

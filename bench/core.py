@@ -430,13 +430,18 @@ def run_latency(kind: str, plan: Plan, samples: Samples) -> None:
 
 
 def run_memory(kind: str, plan: Plan, samples: Samples) -> None:
+    measure_memory(kind, plan.partitions, plan.memory_messages, samples)
+
+
+def measure_memory(kind: str, partitions: int, messages: int, samples: Samples) -> None:
+    """RSS of a fresh broker before and after `messages` x 100 B are produced to it."""
     with server(kind) as broker:
-        broker.create_topic("memory", plan.partitions)
+        broker.create_topic("memory", partitions)
         time.sleep(0.2)
         baseline = broker.stats()
-        produce(broker.bootstrap, "memory", plan.memory_messages)
+        produce(broker.bootstrap, "memory", messages)
         after = broker.stats()
-        held, _ = stored_range(broker.bootstrap, "memory", plan.partitions)
+        held, _ = stored_range(broker.bootstrap, "memory", partitions)
     samples.add("mem_baseline_mib", kind, baseline["rss_kb"] / 1024)
     samples.add("mem_peak_mib", kind, after["hwm_kb"] / 1024)
     samples.add("mem_held", kind, held)
@@ -537,7 +542,7 @@ def measure_growth(plan: Plan, log: Callable[[str], None]) -> Samples:
 # --- the table ---
 
 
-def _fmt(value: float | None, unit: str) -> str:
+def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "n/a"
     if unit == "msg/s":
@@ -638,7 +643,7 @@ def table(samples: Samples, plan: Plan) -> list[str]:
         if check is not None and mb is not None:
             met = "yes" if check(mb, mock) else "**no**"
         lines.append(
-            f"| {title} | {_fmt(mb, unit)} | {_fmt(mock, unit)} | {ratio} | {target} | {met} |"
+            f"| {title} | {fmt(mb, unit)} | {fmt(mock, unit)} | {ratio} | {target} | {met} |"
         )
     return lines
 
@@ -656,7 +661,7 @@ def growth_tables(samples: Samples, plan: Plan) -> list[str]:
         found = samples.median(key, side)
         if found is None:
             return "n/a"
-        return f"{_fmt(found, 'msg/s')} ({found * value_size / 2**20:,.0f} MiB/s)"
+        return f"{fmt(found, 'msg/s')} ({found * value_size / 2**20:,.0f} MiB/s)"
 
     lines = [
         "| partitions | value | produce, minibroker | produce, mock | ratio "
@@ -692,7 +697,7 @@ def growth_tables(samples: Samples, plan: Plan) -> list[str]:
         for metric in ("produce_cpu", "consume_cpu"):
             mb = samples.median(f"{point.key}_{metric}", "minibroker")
             mock = samples.median(f"{point.key}_{metric}", "mock")
-            cells += [_fmt(mb, "ms"), _fmt(mock, "ms"), _ratio(mb, mock)]
+            cells += [fmt(mb, "ms"), fmt(mock, "ms"), _ratio(mb, mock)]
         lines.append(f"| {' | '.join(cells)} |")
     return lines
 
@@ -745,7 +750,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         f"- Medians of {plan.runs} run(s), {plan.produce_reps} timed produce pass(es) a run; "
         f"sides interleaved run by run. Machine: {os.cpu_count()} CPUs shared with other "
         f"work (load average {load[0]} at the start, {load[1]} at the end), Python "
-        f"{platform.python_version()}, confluent-kafka {_client_version()}.",
+        f"{platform.python_version()}, confluent-kafka {client_version()}.",
         "- Client settings, both sides: librdkafka defaults plus `acks=all` (producers), "
         "`linger.ms=0` for the latency producer, `group.id` set with auto-commit off and "
         "`assign()` (no group protocol) for consumers; 100-byte values, no keys. "
@@ -792,11 +797,11 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
     return lines
 
 
-def _load_average() -> str:
+def load_average() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def _client_version() -> str:
+def client_version() -> str:
     import confluent_kafka
 
     client, library = confluent_kafka.version(), confluent_kafka.libversion()
@@ -820,7 +825,7 @@ def write_results(core: str | None = None, growth: str | None = None) -> None:
 
 
 def growth_section(plan: Plan, heading: str, log: Callable[[str], None]) -> str:
-    load_before = _load_average()
+    load_before = load_average()
     started = time.perf_counter()
     samples = measure_growth(plan, log)
     elapsed = time.perf_counter() - started
@@ -836,17 +841,17 @@ def growth_section(plan: Plan, heading: str, log: Callable[[str], None]) -> str:
             "",
             *lines,
             "",
-            *growth_notes(samples, plan, (load_before, _load_average())),
+            *growth_notes(samples, plan, (load_before, load_average())),
         ]
     )
 
 
 def core_section(plan: Plan, heading: str, log: Callable[[str], None]) -> str:
-    load_before = _load_average()
+    load_before = load_average()
     started = time.perf_counter()
     samples = measure(plan, log)
     elapsed = time.perf_counter() - started
-    load = (load_before, _load_average())
+    load = (load_before, load_average())
     lines = table(samples, plan)
     print("\n".join(lines))
     return "\n".join(

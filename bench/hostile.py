@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench.core import Samples, _load_average
+from bench.core import Samples, load_average
 from tests.hardening.attacks import SCENARIOS, Measurement, MiB, Scenario, measure
 
 
@@ -123,13 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     def log(text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
-    load_before = _load_average()
+    load_before = load_average()
     started = time.perf_counter()
     samples, results = run_all(scenarios, runs, args.kill_margin * MiB, log)
     elapsed = time.perf_counter() - started
     print(
         f"`python -m bench.hostile`, {runs} run(s) per attack, {time.strftime('%Y-%m-%d')}, "
-        f"{elapsed:.0f} s, load average {load_before} -> {_load_average()}. Rates are the "
+        f"{elapsed:.0f} s, load average {load_before} -> {load_average()}. Rates are the "
         "honest producer's (one message per request, acks=1) as ratios of its rate before "
         "the attack; medians over the runs."
     )

@@ -30,6 +30,7 @@ from typing import Any
 from bench.mock import MockCluster
 from minibroker import Broker
 from minibroker.protocol import messages
+from minibroker.testing.backends import ExternalKafka
 
 METADATA_KEY = 3
 METADATA_VERSION = 1
@@ -39,7 +40,6 @@ KAFKA_LINE = "4"
 # Kafka's start script (kafka-server-start.sh) runs the broker with a 1 GiB heap
 KAFKA_HEAP = "1g"
 KAFKA_STOCK_REBALANCE_DELAY_MS = "3000"  # Kafka's default group.initial.rebalance.delay.ms
-CREATE_TIMEOUT_S = 30.0
 
 
 def memory_kb(pid: int | None = None) -> tuple[int, int]:
@@ -78,27 +78,6 @@ class _KfakeProcess:
             self.process.wait()
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    """CreateTopics, then wait until Metadata shows a leader for every partition."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(CREATE_TIMEOUT_S)
-    deadline = time.monotonic() + CREATE_TIMEOUT_S
-    while time.monotonic() < deadline:
-        found = admin.list_topics(name, timeout=10).topics.get(name)
-        if (
-            found is not None
-            and found.error is None
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{name}: not every partition has a leader after {CREATE_TIMEOUT_S:g} s")
-
-
 class _Host:
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -106,6 +85,7 @@ class _Host:
         self.mock: MockCluster | None = None
         self.kafka: Any = None
         self.kfake: _KfakeProcess | None = None
+        self.admin: ExternalKafka | None = None  # topics of a Kafka or kfake: CreateTopics
         self.pid = os.getpid()
         if kind == "minibroker":
             self.broker = Broker().start_in_thread()
@@ -120,12 +100,13 @@ class _Host:
             self.kafka = RealKafka(
                 KAFKA_LINE, heap=KAFKA_HEAP, settings=stock if kind == "kafka-stock" else None
             )
-            self.kafka.start()
+            self.admin = self.kafka.start()
             self.bootstrap = self.kafka.bootstrap_servers
             self.pid = self.kafka.pid
         elif kind == "kfake":
             self.kfake = _KfakeProcess()
             self.bootstrap = self.kfake.bootstrap
+            self.admin = ExternalKafka(self.bootstrap)
             self.pid = self.kfake.process.pid
         else:
             raise ValueError(f"unknown broker kind {kind!r}")
@@ -135,8 +116,8 @@ class _Host:
             self.broker.create_topic(name, partitions)
         elif self.mock is not None:
             self.mock.create_topic(name, partitions)
-        else:
-            create_topic(self.bootstrap, name, partitions)
+        elif self.admin is not None:
+            self.admin.create_topic(name, partitions)
 
     def stored_bytes(self) -> int | None:
         broker = self.broker
@@ -161,6 +142,8 @@ class _Host:
         if self.kafka is not None:
             self.kafka.stop()
         if self.kfake is not None:
+            assert self.admin is not None
+            self.admin.close()
             self.kfake.close()
 
 

@@ -24,7 +24,7 @@ import struct
 import uuid
 from typing import NamedTuple
 
-from minibroker.protocol.messages import array_length
+from minibroker.protocol.messages import array_length, nullable_length, string_field
 
 FIRST_VERSION = 4
 LAST_VERSION = 17
@@ -33,12 +33,9 @@ PREFERRED_READ_REPLICA_VERSION = 11
 FLEXIBLE_VERSION = 12
 TOPIC_ID_VERSION = 13
 NO_TAGS = b"\x00"
-NULL_COMPACT = b"\x00"
-NULL_INT32 = b"\xff\xff\xff\xff"
 ZERO_UUID = bytes(16)
 
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error code, high watermark, last stable
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
@@ -67,13 +64,6 @@ class PartitionAnswer(NamedTuple):
     records: bytes | RecordPieces | None
 
 
-def _length(count: int | None, flexible: bool) -> bytes:
-    """An array or bytes length; None is null."""
-    if count is None:
-        return NULL_COMPACT if flexible else NULL_INT32
-    return array_length(count, flexible)
-
-
 def _partition(version: int, answer: PartitionAnswer, out: list[bytes | memoryview]) -> None:
     flexible = version >= FLEXIBLE_VERSION
     out.append(
@@ -87,7 +77,7 @@ def _partition(version: int, answer: PartitionAnswer, out: list[bytes | memoryvi
     if version >= LOG_START_OFFSET_VERSION:
         out.append(_INT64.pack(answer.log_start_offset))
     aborted = answer.aborted_transactions
-    out.append(_length(None if aborted is None else len(aborted), flexible))
+    out.append(nullable_length(None if aborted is None else len(aborted), flexible))
     for transaction in aborted or ():
         out.append(_ABORTED.pack(transaction.producer_id, transaction.first_offset))
         if flexible:
@@ -96,27 +86,15 @@ def _partition(version: int, answer: PartitionAnswer, out: list[bytes | memoryvi
         out.append(_INT32.pack(answer.preferred_read_replica))
     records = answer.records
     if records is None:
-        out.append(_length(None, flexible))
+        out.append(nullable_length(None, flexible))
     elif isinstance(records, RecordPieces):
-        out.append(_length(records.size, flexible))
+        out.append(array_length(records.size, flexible))
         out.extend(records.pieces)
     else:
-        out.append(_length(len(records), flexible))
+        out.append(array_length(len(records), flexible))
         out.append(records)
     if flexible:
         out.append(NO_TAGS)
-
-
-def encode_topic(
-    version: int,
-    name: str | None,
-    topic_id: uuid.UUID | None,
-    partitions: list[PartitionAnswer],
-) -> bytes:
-    """One FetchableTopicResponse as it appears inside the response's array."""
-    out: list[bytes | memoryview] = []
-    write_topic(version, name, topic_id, partitions, out)
-    return b"".join(out)
 
 
 def write_topic(
@@ -136,10 +114,8 @@ def write_topic(
     else:
         if name is None:
             raise ValueError(f"Fetch v{version} names topics by name")
-        text = name.encode()
-        out.append(array_length(len(text), True) if flexible else _INT16.pack(len(text)))
-        out.append(text)
-    out.append(_length(len(partitions), flexible))
+        out.append(string_field(name, flexible))
+    out.append(array_length(len(partitions), flexible))
     for answer in partitions:
         _partition(version, answer, out)
     if flexible:

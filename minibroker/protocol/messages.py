@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 from types import ModuleType
@@ -241,7 +241,7 @@ class SplicedResponse:
     """
 
     response: Any
-    items: list[bytes] | list[bytes | memoryview]
+    items: Sequence[bytes | memoryview]
     suffix_size: int
     count: int | None = None
 
@@ -280,10 +280,7 @@ class StringVariants:
         raise ValueError(f"{field_name} is not a string field of {type(entity).__name__}")
 
     def _string(self, text: str) -> bytes:
-        data = text.encode()
-        if self._compact:
-            return array_length(len(data), True) + data
-        return struct.pack(">h", len(data)) + data
+        return string_field(text, self._compact)
 
     def encode(self, text: str) -> bytes:
         return b"".join((self._before, self._string(text), self._after))
@@ -305,6 +302,27 @@ def array_length(count: int, flexible: bool) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_NULL_INT32 = _SIZE.pack(-1)
+_STRING_LENGTH = struct.Struct(">h")  # of a non-flexible string
+_NULL_STRING = _STRING_LENGTH.pack(-1)
+_NULL_COMPACT = b"\x00"
+
+
+def nullable_length(count: int | None, flexible: bool) -> bytes:
+    """A nullable array's (or bytes field's) length; None is null."""
+    if count is None:
+        return _NULL_COMPACT if flexible else _NULL_INT32
+    return array_length(count, flexible)
+
+
+def string_field(text: str | None, flexible: bool) -> bytes:
+    """A (nullable) string field: its length (int16, or compact), then its UTF-8 bytes."""
+    if text is None:
+        return _NULL_COMPACT if flexible else _NULL_STRING
+    data = text.encode()
+    return (array_length(len(data), True) if flexible else _STRING_LENGTH.pack(len(data))) + data
 
 
 def encode_array(items: list[bytes], flexible: bool) -> bytes:

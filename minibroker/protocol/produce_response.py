@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from minibroker.protocol.messages import array_length
+from minibroker.protocol.messages import array_length, string_field
 
 FIRST_VERSION = 3
 LAST_VERSION = 11
@@ -29,11 +29,8 @@ LOG_START_OFFSET_VERSION = 5
 RECORD_ERRORS_VERSION = 8
 FLEXIBLE_VERSION = 9
 NO_TAGS = b"\x00"
-NULL_COMPACT = b"\x00"
-NULL_INT16 = b"\xff\xff"
 
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error code, base offset, append time
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
@@ -53,14 +50,6 @@ class ProducePartitionAnswer(NamedTuple):
     error_message: str | None = None
 
 
-def _string(text: str | None, flexible: bool) -> bytes:
-    """A (nullable) string field."""
-    if text is None:
-        return NULL_COMPACT if flexible else NULL_INT16
-    data = text.encode()
-    return (array_length(len(data), True) if flexible else _INT16.pack(len(data))) + data
-
-
 def write_topic(
     version: int, name: str, partitions: list[ProducePartitionAnswer], out: list[bytes]
 ) -> None:
@@ -68,7 +57,7 @@ def write_topic(
     if not FIRST_VERSION <= version <= LAST_VERSION:
         raise ValueError(f"Produce v{version} is not written here")
     flexible = version >= FLEXIBLE_VERSION
-    out.append(_string(name, flexible))
+    out.append(string_field(name, flexible))
     out.append(array_length(len(partitions), flexible))
     for answer in partitions:
         out.append(
@@ -85,10 +74,10 @@ def write_topic(
             out.append(array_length(len(answer.record_errors), flexible))
             for record_error in answer.record_errors:
                 out.append(_INT32.pack(record_error.batch_index))
-                out.append(_string(record_error.message, flexible))
+                out.append(string_field(record_error.message, flexible))
                 if flexible:
                     out.append(NO_TAGS)
-            out.append(_string(answer.error_message, flexible))
+            out.append(string_field(answer.error_message, flexible))
         if flexible:
             out.append(NO_TAGS)
     if flexible:

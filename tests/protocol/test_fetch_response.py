@@ -17,7 +17,6 @@ from minibroker.protocol.fetch_response import (
     AbortedTransaction,
     PartitionAnswer,
     RecordPieces,
-    encode_topic,
     suffix_size,
     write_topic,
 )
@@ -104,20 +103,23 @@ def test_spliced_fetch_response_is_the_bytes_kio_writes(
 ) -> None:
     expected = messages.encode_response(correlation_id, _kio_response(version, drawn))
     empty = _kio_response(version, [])
-    items = [encode_topic(version, name, topic_id, answers) for name, topic_id, answers in drawn]
-    spliced = messages.SplicedResponse(empty, items, suffix_size(version))
-    assert messages.encode_response(correlation_id, spliced) == expected
-    # as pieces: every topic's parts in one list, the array length given
+    # each topic joined into one item, and every topic's pieces in one list with the count
+    items = []
     pieces: list[bytes | memoryview] = []
     for name, topic_id, answers in drawn:
-        write_topic(version, name, topic_id, answers, pieces)
+        topic: list[bytes | memoryview] = []
+        write_topic(version, name, topic_id, answers, topic)
+        items.append(b"".join(topic))
+        pieces += topic
+    spliced = messages.SplicedResponse(empty, items, suffix_size(version))
+    assert messages.encode_response(correlation_id, spliced) == expected
     in_pieces = messages.SplicedResponse(empty, pieces, suffix_size(version), len(drawn))
     assert messages.encode_response(correlation_id, in_pieces) == expected
 
 
 def test_a_topic_without_its_name_or_at_a_version_not_served_is_refused() -> None:
     with pytest.raises(ValueError, match="by name"):
-        encode_topic(12, None, uuid.uuid4(), [])
+        write_topic(12, None, uuid.uuid4(), [], [])
     for version in (3, 18):
         with pytest.raises(ValueError, match="not written here"):
-            encode_topic(version, "orders", None, [])
+            write_topic(version, "orders", None, [], [])
