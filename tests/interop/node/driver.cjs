@@ -1,7 +1,29 @@
 // What every Node driver of tests/interop/test_client_matrix.py shares: its flags, the
-// report it fills, a step's failure, and how a run ends. The test run copies this file
-// next to each driver's script.
+// report of tests/interop/SCENARIOS.md, the bookkeeping of its steps, the messages it
+// produces, and how a run ends. The test run copies this file next to each driver.
 'use strict'
+
+const STEPS = [
+  'create_topic',
+  'describe_configs',
+  'produce',
+  'headers',
+  'timestamps',
+  'keyed',
+  'consume_group',
+  'committed',
+  'list_offsets',
+  'offsets_for_time',
+  'from_timestamp',
+  'from_latest',
+  'rebalance',
+  'list_groups',
+  'describe_group',
+  'delete_topic',
+]
+const PARTITIONS = 3
+const RETENTION_MS = '3600000'
+const DEADLINE_MS = 60000
 
 // Go's flag syntax, as the Go drivers take them: -name value, -name=value, --name value.
 function parseArgs(argv) {
@@ -24,16 +46,127 @@ function parseArgs(argv) {
   return { bootstrap: flags.bootstrap, topic: flags.topic, group: flags.group, count }
 }
 
-// Runs one step, turning its failure into "<client>-scenarios: <what>: <err>".
+// Runs one action, turning its failure into "<client>-scenarios: <what>: <err>".
 async function step(what, fn) {
   try {
     return await fn()
   } catch (err) {
+    if (err && err.what) {
+      err.what = `${what}: ${err.what}`
+      throw err
+    }
     const wrapped = new Error(err && err.message ? err.message : String(err))
     wrapped.what = what
     wrapped.cause = err
     throw wrapped
   }
+}
+
+// The steps done, in the catalogue's order, and the ones left out with their reason.
+class Steps {
+  constructor(report) {
+    this.report = report
+  }
+
+  // Runs catalogue step `name`: done once `fn` returns.
+  async run(name, fn) {
+    const result = await step(name, fn)
+    this.done(name)
+    return result
+  }
+
+  // Steps that a step already run did as well (headers go with produce).
+  done(...names) {
+    for (const name of names) this.#record(name)
+    this.report.steps.push(...names)
+  }
+
+  skip(name, reason) {
+    this.#record(name)
+    this.report.skipped[name] = reason
+  }
+
+  #record(name) {
+    if (!STEPS.includes(name)) throw new Error(`no step ${name} in SCENARIOS.md`)
+    if (this.report.steps.includes(name) || name in this.report.skipped) {
+      throw new Error(`step ${name} done or skipped twice`)
+    }
+  }
+
+  // A step left out silently, or done out of order, is the driver's own bug.
+  check() {
+    const { steps, skipped } = this.report
+    const missing = STEPS.filter(name => !steps.includes(name) && !(name in skipped))
+    if (missing.length) throw new Error(`steps neither done nor skipped: ${missing}`)
+    const order = steps.map(name => STEPS.indexOf(name))
+    if (order.some((index, i) => i > 0 && index < order[i - 1])) {
+      throw new Error(`steps out of the catalogue's order: ${steps}`)
+    }
+  }
+}
+
+function newReport(client, version) {
+  return {
+    client,
+    version,
+    steps: [],
+    skipped: {}, // step -> why the client cannot do it
+    topic_configs: {}, // name -> value
+    default_config: {}, // name -> whether the client sees it as a default
+    produced: {}, // key -> partition acknowledged
+    codecs: [],
+    partitioner: '',
+    base_timestamp: null,
+    consumed: {}, // key -> { value, partition, offset, timestamp, headers }
+    committed: {}, // partition -> offset
+    oldest: {},
+    newest: {},
+    time_target: null,
+    offsets_for_time: {}, // partition -> offset, -1 where no message is that late
+    from_timestamp: [], // keys
+    from_latest: [], // keys
+    group_of_two: [], // each member's partitions
+    group_of_three: [],
+    groups: [],
+    group_state: '',
+  }
+}
+
+// Message i of the `produce` step, its create time `base + 1000 * i`.
+function message(i, base) {
+  const key = `key-${String(i).padStart(3, '0')}`
+  return { key, value: `value-${key}`, origin: `header-${key}`, timestamp: base + 1000 * i }
+}
+
+// The wall clock at start, down to a second, minus N + 60 s: every create time in the past.
+function baseTimestamp(count) {
+  return Math.floor(Date.now() / 1000) * 1000 - (count + 60) * 1000
+}
+
+function lateKey(i) {
+  return `late-${String(i).padStart(3, '0')}`
+}
+
+// Whether the members' assignments split the partitions among them, each holding some.
+function sharesPartitions(assignments) {
+  const held = assignments.flat()
+  return (
+    assignments.every(partitions => partitions.length > 0) &&
+    held.length === PARTITIONS &&
+    new Set(held).size === PARTITIONS
+  )
+}
+
+async function waitFor(condition, what, timeoutMs = 20000, intervalMs = 50) {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(intervalMs)
+  }
+}
+
+function sleep(ms) {
+  return new Promise(resolve => setTimeout(resolve, ms))
 }
 
 function sortedObject(object) {
@@ -42,40 +175,37 @@ function sortedObject(object) {
   return out
 }
 
-// The report every driver prints (the fields of tests/interop/go/sarama/main.go's).
-function newReport(client, version) {
-  return {
-    client,
-    version,
-    produced: {}, // key -> partition
-    consumed: {}, // key -> value
-    headers: {}, // key -> its "origin" header
-    committed: {}, // partition -> offset
-    newest: {}, // partition -> high watermark
-    oldest: {},
-    topic_configs: {},
-    default_config: {},
-    groups: [],
-    group_state: '',
-  }
-}
-
-// Runs `scenario(flags, report)` within 60 s and prints the report as one JSON line, or
-// the failed step on stderr (exit 1). `describe` says what an error was.
+// Runs `scenario(flags, report, steps)` within 60 s and prints the report as one JSON
+// line, or the failed step on stderr (exit 1). `describe` says what an error was.
 function run(client, version, scenario, describe = String) {
   const fail = (what, err) => {
     process.stderr.write(`${client}-scenarios: ${what}: ${describe(err)}\n`, () => process.exit(1))
   }
-  setTimeout(() => fail('timeout', 'the scenario did not finish within 60 s'), 60000)
+  setTimeout(() => fail('timeout', `the scenario did not finish within ${DEADLINE_MS / 1000} s`), DEADLINE_MS)
   const report = newReport(client, version)
+  const steps = new Steps(report)
   step('flags', () => parseArgs(process.argv.slice(2)))
-    .then(flags => scenario(flags, report))
+    .then(flags => scenario(flags, report, steps))
+    .then(() => step('report', () => steps.check()))
     .then(() => {
       report.consumed = sortedObject(report.consumed)
-      report.headers = sortedObject(report.headers)
+      report.from_timestamp.sort()
+      report.from_latest.sort()
+      report.groups.sort()
       process.stdout.write(JSON.stringify(report) + '\n', () => process.exit(0))
     })
     .catch(err => fail(err.what || 'scenario', err.cause || err))
 }
 
-module.exports = { run, step }
+module.exports = {
+  PARTITIONS,
+  RETENTION_MS,
+  baseTimestamp,
+  lateKey,
+  message,
+  run,
+  sharesPartitions,
+  sleep,
+  step,
+  waitFor,
+}

@@ -1,12 +1,10 @@
-// A franz-go client run by tests/interop/test_client_matrix.py against a broker.
+// A franz-go client run by tests/interop/test_client_matrix.py: the steps of
+// tests/interop/SCENARIOS.md with kgo and kadm, one JSON report on the last line.
 //
 //	franz-scenarios -bootstrap HOST:PORT -topic T -group G [-messages N] [-version 3.9.0]
 //
 // Without -version franz-go negotiates its newest versions with the broker
-// (ApiVersions); with it, requests are capped at that Kafka release's versions. It
-// creates the topic, produces keyed gzip messages, consumes them in a consumer group,
-// commits, and prints one JSON object with what it saw (the same report as
-// tests/interop/go/sarama); the test checks it against the broker.
+// (ApiVersions); with it, requests are capped at that Kafka release's versions.
 package main
 
 import (
@@ -17,7 +15,10 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,28 +28,71 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-const partitions = 3
+const (
+	partitions = 3
+	retention  = "3600000"
+	runLimit   = 60 * time.Second
+	lateEvery  = 200 * time.Millisecond
+	lateLimit  = 100
+)
 
-type report struct {
-	Client        string            `json:"client"`
-	Version       string            `json:"version"`
-	Produced      map[string]int64  `json:"produced"`  // key -> partition
-	Consumed      map[string]string `json:"consumed"`  // key -> value
-	Headers       map[string]string `json:"headers"`   // key -> its "origin" header
-	Committed     map[int32]int64   `json:"committed"` // partition -> offset
-	Newest        map[int32]int64   `json:"newest"`    // partition -> high watermark
-	Oldest        map[int32]int64   `json:"oldest"`
-	TopicConfigs  map[string]string `json:"topic_configs"`
-	DefaultConfig map[string]bool   `json:"default_config"`
-	Groups        []string          `json:"groups"`
-	GroupState    string            `json:"group_state"`
+var codecs = []struct {
+	name  string
+	codec kgo.CompressionCodec
+}{
+	{"none", kgo.NoCompression()},
+	{"gzip", kgo.GzipCompression()},
+	{"snappy", kgo.SnappyCompression()},
+	{"lz4", kgo.Lz4Compression()},
+	{"zstd", kgo.ZstdCompression()},
 }
 
-func check(err error, what string) {
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "franz-scenarios: %s: %v\n", what, err)
-		os.Exit(1)
-	}
+type record struct {
+	Value     string            `json:"value"`
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Timestamp int64             `json:"timestamp"`
+	Headers   map[string]string `json:"headers"`
+}
+
+type report struct {
+	Client         string            `json:"client"`
+	Version        string            `json:"version"`
+	Steps          []string          `json:"steps"`
+	Skipped        map[string]string `json:"skipped"`
+	TopicConfigs   map[string]string `json:"topic_configs,omitempty"`
+	DefaultConfig  map[string]bool   `json:"default_config,omitempty"`
+	Produced       map[string]int32  `json:"produced"` // key -> partition
+	Codecs         []string          `json:"codecs"`
+	Partitioner    string            `json:"partitioner"`
+	BaseTimestamp  int64             `json:"base_timestamp"`
+	Consumed       map[string]record `json:"consumed"`
+	Committed      map[int32]int64   `json:"committed"`
+	Oldest         map[int32]int64   `json:"oldest"`
+	Newest         map[int32]int64   `json:"newest"`
+	TimeTarget     int64             `json:"time_target"`
+	OffsetsForTime map[int32]int64   `json:"offsets_for_time"`
+	FromTimestamp  []string          `json:"from_timestamp"`
+	FromLatest     []string          `json:"from_latest"`
+	GroupOfTwo     [][]int32         `json:"group_of_two"`
+	GroupOfThree   [][]int32         `json:"group_of_three"`
+	Groups         []string          `json:"groups"`
+	GroupState     string            `json:"group_state"`
+}
+
+type run struct {
+	report
+	ctx          context.Context
+	base         []kgo.Opt // every client's options: the broker, the id, the versions
+	admin        *kadm.Client
+	topic, group string
+	count        int
+	current      atomic.Value // the step under way, for the watchdog
+}
+
+func fail(step string, err error) {
+	fmt.Fprintf(os.Stderr, "franz-scenarios: %s: %v\n", step, err)
+	os.Exit(1)
 }
 
 // kgoVersion is the version of the franz-go module this binary was built with.
@@ -72,155 +116,420 @@ func main() {
 	bootstrap := flag.String("bootstrap", "", "broker address")
 	topic := flag.String("topic", "", "topic to create and use")
 	group := flag.String("group", "", "consumer group id")
-	version := flag.String("version", "", "Kafka version to speak at most (default: franz-go's newest)")
 	count := flag.Int("messages", 30, "messages to produce")
+	version := flag.String("version", "", "Kafka version to speak at most (default: franz-go's newest)")
 	flag.Parse()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
-
-	base := []kgo.Opt{
-		kgo.SeedBrokers(*bootstrap),
-		kgo.ClientID("franz-scenarios"),
-	}
-	out := report{
-		Client:        "franz-go",
-		Version:       kgoVersion(),
-		Produced:      map[string]int64{},
-		Consumed:      map[string]string{},
-		Headers:       map[string]string{},
-		Committed:     map[int32]int64{},
-		Newest:        map[int32]int64{},
-		Oldest:        map[int32]int64{},
-		TopicConfigs:  map[string]string{},
-		DefaultConfig: map[string]bool{},
+	r := &run{ctx: ctx, topic: *topic, group: *group, count: *count,
+		base: []kgo.Opt{kgo.SeedBrokers(*bootstrap), kgo.ClientID("franz-scenarios")}}
+	r.report = report{
+		Client: "franz-go", Version: kgoVersion(), Steps: []string{}, Skipped: map[string]string{},
+		Produced: map[string]int32{}, Oldest: map[int32]int64{}, Newest: map[int32]int64{},
 	}
 	if *version != "" {
 		versions := kversion.FromString(*version)
 		if versions == nil {
-			check(fmt.Errorf("unknown Kafka version %q", *version), "version")
+			fail("version", fmt.Errorf("unknown Kafka version %q", *version))
 		}
-		base = append(base, kgo.MaxVersions(versions))
-		out.Version = *version
+		produce, _ := versions.LookupMaxKeyVersion(int16(kmsg.Produce))
+		if produce < 3 {
+			fail("version", errors.New("headers need Kafka 0.11 or newer (Produce v3)"))
+		}
+		if produce < 7 {
+			codecs = codecs[:4] // zstd needs Produce v7 (Kafka 2.1)
+		}
+		r.base = append(r.base, kgo.MaxVersions(versions))
+		r.Version = *version
 	}
+	r.current.Store("start")
+	time.AfterFunc(runLimit, func() {
+		fail(r.current.Load().(string), fmt.Errorf("not finished within %s", runLimit))
+	})
 
-	adminClient, err := kgo.NewClient(base...)
-	check(err, "admin")
-	defer adminClient.Close()
-	admin := kadm.NewClient(adminClient)
-	retention := "3600000"
-	_, err = admin.CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": &retention}, *topic)
-	check(err, "create topic")
-	// A real Kafka's metadata knows a topic a moment after creating it: until then,
-	// describing it answers UNKNOWN_TOPIC_OR_PARTITION, and careful callers ask again.
+	adminClient, err := kgo.NewClient(r.base...)
+	if err != nil {
+		fail("admin", err)
+	}
+	r.admin = kadm.NewClient(adminClient)
+	done := func() error { return nil } // carried by the produce step's records
+
+	r.do("create_topic", func() error {
+		_, err := r.admin.CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": ptr(retention)}, r.topic)
+		return err
+	})
+	r.do("describe_configs", r.describeConfigs)
+	r.do("produce", r.produce)
+	r.do("headers", done)
+	r.do("timestamps", done)
+	r.do("keyed", done)
+	r.do("consume_group", r.consumeGroup)
+	r.do("committed", func() error {
+		offsets, err := r.admin.FetchOffsets(ctx, r.group)
+		if err == nil {
+			err = offsets.Error()
+		}
+		r.Committed = map[int32]int64{}
+		offsets.Each(func(offset kadm.OffsetResponse) { r.Committed[offset.Partition] = offset.At })
+		return err
+	})
+	r.do("list_offsets", r.listOffsets)
+	r.do("offsets_for_time", r.offsetsForTime)
+	r.do("from_timestamp", r.fromTimestamp)
+	r.do("from_latest", r.fromLatest)
+	r.do("rebalance", r.rebalance)
+	r.do("list_groups", func() error {
+		groups, err := r.admin.ListGroups(ctx)
+		r.Groups = groups.Groups()
+		sort.Strings(r.Groups)
+		return err
+	})
+	r.do("describe_group", func() error {
+		described, err := r.admin.DescribeGroups(ctx, r.group)
+		if err == nil {
+			err = described.Error()
+		}
+		r.GroupState = described[r.group].State
+		return err
+	})
+	r.do("delete_topic", func() error {
+		_, err := r.admin.DeleteTopic(ctx, r.topic)
+		return err
+	})
+
+	adminClient.Close()
+	encoded, err := json.Marshal(r.report)
+	if err != nil {
+		fail("report", err)
+	}
+	fmt.Println(string(encoded))
+}
+
+// do runs step; a failure ends the run naming the step.
+func (r *run) do(step string, action func() error) {
+	r.current.Store(step)
+	if err := action(); err != nil {
+		fail(step, err)
+	}
+	r.Steps = append(r.Steps, step)
+}
+
+func (r *run) timestamp(i int) int64 { return r.BaseTimestamp + 1000*int64(i) }
+
+func (r *run) describeConfigs() error {
 	var resource kadm.ResourceConfig
-	for attempt := 0; ; attempt++ {
-		described, err := admin.DescribeTopicConfigs(ctx, *topic)
-		check(err, "describe configs")
-		resource, err = described.On(*topic, nil)
-		check(err, "describe configs")
-		if !errors.Is(resource.Err, kerr.UnknownTopicOrPartition) || attempt == 100 {
+	// Kafka's metadata knows a new topic a moment after creating it.
+	for attempt := 0; attempt < 100; attempt++ {
+		described, err := r.admin.DescribeTopicConfigs(r.ctx, r.topic)
+		if err != nil {
+			return err
+		}
+		if resource, err = described.On(r.topic, nil); err != nil {
+			return err
+		}
+		if !errors.Is(resource.Err, kerr.UnknownTopicOrPartition) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	check(resource.Err, "describe configs")
+	r.TopicConfigs, r.DefaultConfig = map[string]string{}, map[string]bool{}
 	for _, config := range resource.Configs {
-		value := ""
-		if config.Value != nil {
-			value = *config.Value
-		}
-		out.TopicConfigs[config.Key] = value
-		out.DefaultConfig[config.Key] = config.Source == kmsg.ConfigSourceDefaultConfig
+		r.TopicConfigs[config.Key] = config.MaybeValue()
+		r.DefaultConfig[config.Key] = config.Source == kmsg.ConfigSourceDefaultConfig
 	}
+	return resource.Err
+}
 
-	producer, err := kgo.NewClient(append(base,
-		kgo.DefaultProduceTopic(*topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.GzipCompression()),
-	)...)
-	check(err, "producer")
-	for i := 0; i < *count; i++ {
-		key := fmt.Sprintf("key-%03d", i)
-		record := &kgo.Record{
-			Key:     []byte(key),
-			Value:   []byte("value-" + key),
-			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("header-" + key)}},
+// produce sends record i with codecs[i % len(codecs)], one producing client per codec;
+// the keys go through kgo's default partitioner, which hashes keys with murmur2 as
+// Java's client does.
+func (r *run) produce() error {
+	r.BaseTimestamp = (time.Now().Unix() - int64(r.count) - 60) * 1000
+	for c, codec := range codecs {
+		producer, err := kgo.NewClient(append(r.base, kgo.DefaultProduceTopic(r.topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(codec.codec))...)
+		if err != nil {
+			return err
 		}
-		check(producer.ProduceSync(ctx, record).FirstErr(), "produce")
-		out.Produced[key] = int64(record.Partition)
+		var records []*kgo.Record
+		for i := c; i < r.count; i += len(codecs) {
+			key := fmt.Sprintf("key-%03d", i)
+			records = append(records, &kgo.Record{
+				Key:       []byte(key),
+				Value:     []byte("value-" + key),
+				Headers:   []kgo.RecordHeader{{Key: "origin", Value: []byte("header-" + key)}},
+				Timestamp: time.UnixMilli(r.timestamp(i)),
+			})
+		}
+		err = producer.ProduceSync(r.ctx, records...).FirstErr()
+		producer.Close()
+		if err != nil {
+			return fmt.Errorf("with %s: %w", codec.name, err)
+		}
+		for _, record := range records {
+			r.Produced[string(record.Key)] = record.Partition
+		}
+		r.Codecs = append(r.Codecs, codec.name)
 	}
-	check(producer.Flush(ctx), "producer flush")
-	producer.Close()
+	r.Partitioner = "murmur2"
+	return nil
+}
 
-	consumer, err := kgo.NewClient(append(base,
-		kgo.ConsumerGroup(*group),
-		kgo.ConsumeTopics(*topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DisableAutoCommit(),
-	)...)
-	check(err, "consumer group")
-	for len(out.Consumed) < *count {
+// poll gathers consumer's records until enough says so.
+func poll(ctx context.Context, consumer *kgo.Client, enough func(map[string]record) bool) (map[string]record, error) {
+	records := map[string]record{}
+	for !enough(records) {
 		fetches := consumer.PollFetches(ctx)
-		if ctx.Err() != nil {
-			check(ctx.Err(), fmt.Sprintf("consumed %d of %d messages", len(out.Consumed), *count))
+		if err := fetches.Err(); err != nil {
+			return records, err
 		}
-		var errs []error
-		fetches.EachError(func(t string, p int32, err error) {
-			errs = append(errs, fmt.Errorf("%s[%d]: %w", t, p, err))
+		fetches.EachRecord(func(got *kgo.Record) {
+			headers := map[string]string{}
+			for _, header := range got.Headers {
+				headers[header.Key] = string(header.Value)
+			}
+			records[string(got.Key)] = record{string(got.Value), got.Partition, got.Offset,
+				got.Timestamp.UnixMilli(), headers}
 		})
-		check(errors.Join(errs...), "consume")
-		fetches.EachRecord(func(record *kgo.Record) {
-			key := string(record.Key)
-			out.Consumed[key] = string(record.Value)
-			for _, header := range record.Headers {
-				if header.Key == "origin" {
-					out.Headers[key] = string(header.Value)
+	}
+	return records, nil
+}
+
+func (r *run) consumeGroup() (err error) {
+	consumer, err := kgo.NewClient(append(r.base, kgo.ConsumerGroup(r.group), kgo.ConsumeTopics(r.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())...)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close() // leaves the group
+	r.Consumed, err = poll(r.ctx, consumer, func(got map[string]record) bool { return len(got) >= r.count })
+	if err != nil {
+		return err
+	}
+	return consumer.CommitUncommittedOffsets(r.ctx)
+}
+
+func (r *run) listOffsets() error {
+	for _, list := range []struct {
+		into   map[int32]int64
+		listed func(context.Context, ...string) (kadm.ListedOffsets, error)
+	}{{r.Oldest, r.admin.ListStartOffsets}, {r.Newest, r.admin.ListEndOffsets}} {
+		offsets, err := list.listed(r.ctx, r.topic)
+		if err == nil {
+			err = offsets.Error()
+		}
+		if err != nil {
+			return err
+		}
+		offsets.Each(func(offset kadm.ListedOffset) { list.into[offset.Partition] = offset.Offset })
+	}
+	return nil
+}
+
+// offsetsForTime asks kadm for the first offsets at or after the time; where no message
+// is that late kadm gives the end offset, which the report names -1 as Kafka does.
+func (r *run) offsetsForTime() error {
+	r.TimeTarget = r.timestamp(r.count / 2)
+	offsets, err := r.admin.ListOffsetsAfterMilli(r.ctx, r.TimeTarget, r.topic)
+	if err == nil {
+		err = offsets.Error()
+	}
+	r.OffsetsForTime = map[int32]int64{}
+	offsets.Each(func(offset kadm.ListedOffset) {
+		if offset.Offset >= r.Newest[offset.Partition] {
+			offset.Offset = -1
+		}
+		r.OffsetsForTime[offset.Partition] = offset.Offset
+	})
+	return err
+}
+
+// fromTimestamp reads T without a group, every partition from the time on
+// (AfterMilli), until each reaches the newest offset listed.
+func (r *run) fromTimestamp() error {
+	consumer, err := kgo.NewClient(append(r.base, kgo.ConsumeTopics(r.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(r.TimeTarget)))...)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	records, err := poll(r.ctx, consumer, func(got map[string]record) bool {
+		ended := map[int32]bool{}
+		for _, record := range got {
+			ended[record.Partition] = ended[record.Partition] || record.Offset == r.Newest[record.Partition]-1
+		}
+		for partition, offset := range r.OffsetsForTime {
+			if offset >= 0 && !ended[partition] {
+				return false
+			}
+		}
+		return true
+	})
+	r.FromTimestamp = []string{}
+	for key := range records {
+		r.FromTimestamp = append(r.FromTimestamp, key)
+	}
+	sort.Strings(r.FromTimestamp)
+	return err
+}
+
+// fromLatest starts group G-latest with the reset at the end (it has no offsets) and
+// produces late records until it reads one.
+func (r *run) fromLatest() error {
+	consumer, err := kgo.NewClient(append(r.base, kgo.ConsumerGroup(r.group+"-latest"),
+		kgo.ConsumeTopics(r.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))...)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	producer, err := kgo.NewClient(append(r.base, kgo.DefaultProduceTopic(r.topic))...)
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	ctx, stop := context.WithCancel(r.ctx)
+	defer stop()
+	produced := make(chan error, 1)
+	go func() {
+		defer stop()
+		for i := 0; i < lateLimit; i++ {
+			key := fmt.Sprintf("late-%03d", i)
+			late := &kgo.Record{Key: []byte(key), Value: []byte("value-" + key)}
+			if err := producer.ProduceSync(ctx, late).FirstErr(); err != nil {
+				produced <- err
+				return
+			}
+			select {
+			case <-ctx.Done():
+				produced <- nil
+				return
+			case <-time.After(lateEvery):
+			}
+		}
+		produced <- fmt.Errorf("nothing read after %d late records", lateLimit)
+	}()
+	records, err := poll(ctx, consumer, func(got map[string]record) bool { return len(got) > 0 })
+	stop()
+	if late := <-produced; late != nil && !errors.Is(late, context.Canceled) {
+		return late
+	}
+	for key := range records {
+		r.FromLatest = append(r.FromLatest, key)
+	}
+	sort.Strings(r.FromLatest)
+	return err
+}
+
+// member is one consumer of the rebalance step; it tracks what it owns through the
+// group callbacks (kgo's default balancer is cooperative-sticky: incremental changes).
+type member struct {
+	client *kgo.Client
+	mu     sync.Mutex
+	owned  map[int32]bool
+}
+
+func (m *member) change(partitions map[string][]int32, own bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ps := range partitions {
+		for _, partition := range ps {
+			if own {
+				m.owned[partition] = true
+			} else {
+				delete(m.owned, partition)
+			}
+		}
+	}
+}
+
+func (m *member) owning() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var owned []int32
+	for partition := range m.owned {
+		owned = append(owned, partition)
+	}
+	slices.Sort(owned)
+	return owned
+}
+
+// rebalance runs two members of G-trio, then three, each polling in its own goroutine.
+func (r *run) rebalance() error {
+	ctx, stop := context.WithCancel(r.ctx)
+	defer stop()
+	var members []*member
+	var polling sync.WaitGroup
+	failed := make(chan error, 3)
+	join := func() error {
+		m := &member{owned: map[int32]bool{}}
+		assigned := func(_ context.Context, _ *kgo.Client, added map[string][]int32) { m.change(added, true) }
+		revoked := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.change(lost, false) }
+		client, err := kgo.NewClient(append(r.base, kgo.ConsumerGroup(r.group+"-trio"), kgo.ConsumeTopics(r.topic),
+			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(revoked))...)
+		if err != nil {
+			return err
+		}
+		m.client = client
+		members = append(members, m)
+		polling.Add(1)
+		go func() {
+			defer polling.Done()
+			for ctx.Err() == nil {
+				if err := client.PollFetches(ctx).Err(); err != nil && ctx.Err() == nil {
+					failed <- err
+					return
 				}
 			}
-		})
+		}()
+		return nil
 	}
-	check(consumer.CommitUncommittedOffsets(ctx), "commit")
-	consumer.Close() // leaves the group
-
-	offsets, err := admin.FetchOffsets(ctx, *group)
-	check(err, "fetch offsets")
-	newest, err := admin.ListEndOffsets(ctx, *topic)
-	check(err, "newest offsets")
-	check(newest.Error(), "newest offsets")
-	oldest, err := admin.ListStartOffsets(ctx, *topic)
-	check(err, "oldest offsets")
-	check(oldest.Error(), "oldest offsets")
-	for partition := int32(0); partition < partitions; partition++ {
-		if committed, ok := offsets.Lookup(*topic, partition); ok {
-			check(committed.Err, "fetch offsets")
-			out.Committed[partition] = committed.At
+	for _, size := range []int{2, 3} {
+		for len(members) < size {
+			if err := join(); err != nil {
+				return err
+			}
 		}
-		end, ok := newest.Lookup(*topic, partition)
-		if !ok {
-			check(fmt.Errorf("partition %d missing", partition), "newest offsets")
+		owned, err := settle(members, failed)
+		if err != nil {
+			return fmt.Errorf("group of %d: %w", size, err)
 		}
-		out.Newest[partition] = end.Offset
-		start, ok := oldest.Lookup(*topic, partition)
-		if !ok {
-			check(fmt.Errorf("partition %d missing", partition), "oldest offsets")
+		if size == 2 {
+			r.GroupOfTwo = owned
+		} else {
+			r.GroupOfThree = owned
 		}
-		out.Oldest[partition] = start.Offset
 	}
-	groups, err := admin.ListGroups(ctx)
-	check(err, "list groups")
-	out.Groups = groups.Groups()
-	sort.Strings(out.Groups)
-	describedGroups, err := admin.DescribeGroups(ctx, *group)
-	check(err, "describe groups")
-	check(describedGroups.Error(), "describe groups")
-	describedGroup, err := describedGroups.On(*group, nil)
-	check(err, "describe groups")
-	out.GroupState = describedGroup.State
-	_, err = admin.DeleteTopic(ctx, *topic)
-	check(err, "delete topic")
-
-	encoded, err := json.Marshal(out)
-	check(err, "json")
-	fmt.Println(string(encoded))
+	stop()
+	polling.Wait()
+	for _, m := range members {
+		m.client.Close() // leaves the group
+	}
+	return nil
 }
+
+// settle waits until every member owns partitions, none owned twice, all owned.
+func settle(members []*member, failed <-chan error) ([][]int32, error) {
+	for {
+		owned, seen := make([][]int32, len(members)), map[int32]bool{}
+		covered := true
+		for i, m := range members {
+			owned[i] = m.owning()
+			covered = covered && len(owned[i]) > 0
+			for _, partition := range owned[i] {
+				covered = covered && !seen[partition]
+				seen[partition] = true
+			}
+		}
+		if covered && len(seen) == partitions {
+			return owned, nil
+		}
+		select {
+		case err := <-failed:
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func ptr[T any](value T) *T { return &value }

@@ -1,11 +1,11 @@
-// A sarama client run by tests/interop/test_sarama.py against a broker.
+// A sarama client run by tests/interop/test_client_matrix.py: the steps of
+// tests/interop/SCENARIOS.md with sarama's own APIs, one JSON report on the last line.
 //
-//	sarama-scenarios -bootstrap HOST:PORT -topic T -group G [-version 3.9.0]
+//	sarama-scenarios -bootstrap HOST:PORT -topic T -group G [-messages N] [-version 0.11.0.0]
 //
-// Without -version sarama keeps its default configuration (its default protocol
-// version, offset commits with OffsetCommit v1). It creates the topic, produces keyed
-// gzip messages, consumes them in a consumer group, commits, and prints one JSON
-// object with what it saw; the test checks it against the broker.
+// Without -version sarama keeps its default configuration (DefaultVersion: Kafka 2.8's
+// versions). With it sarama speaks that release's versions, and what the release lacks
+// (a codec, a step) is left out and said so in the report.
 package main
 
 import (
@@ -15,36 +15,279 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 )
 
-const partitions = 3
+const (
+	partitions = 3
+	retention  = "3600000"
+	runLimit   = 60 * time.Second
+	lateEvery  = 200 * time.Millisecond
+	lateLimit  = 100
+)
 
-type report struct {
-	Client        string            `json:"client"`
-	Version       string            `json:"version"`
-	Produced      map[string]int64  `json:"produced"`  // key -> partition
-	Consumed      map[string]string `json:"consumed"`  // key -> value
-	Headers       map[string]string `json:"headers"`   // key -> its "origin" header
-	Committed     map[int32]int64   `json:"committed"` // partition -> offset
-	Newest        map[int32]int64   `json:"newest"`    // partition -> high watermark
-	Oldest        map[int32]int64   `json:"oldest"`
-	TopicConfigs  map[string]string `json:"topic_configs"`
-	DefaultConfig map[string]bool   `json:"default_config"`
-	Groups        []string          `json:"groups"`
-	GroupState    string            `json:"group_state"`
+// The Kafka release whose versions a step needs; speaking an older one skips it. The
+// floor is 0.10.2 (sarama's consumer groups): create times and ListOffsets by time are
+// always there.
+var stepNeeds = map[string]sarama.KafkaVersion{
+	"describe_configs": sarama.V0_11_0_0, // DescribeConfigs
+	"headers":          sarama.V0_11_0_0, // record batches (magic 2)
 }
 
+var codecs = []struct {
+	name  string
+	codec sarama.CompressionCodec
+	needs sarama.KafkaVersion
+}{
+	{"none", sarama.CompressionNone, sarama.MinVersion},
+	{"gzip", sarama.CompressionGZIP, sarama.MinVersion},
+	{"snappy", sarama.CompressionSnappy, sarama.MinVersion},
+	{"lz4", sarama.CompressionLZ4, sarama.V0_10_0_0},
+	{"zstd", sarama.CompressionZSTD, sarama.V2_1_0_0},
+}
+
+type record struct {
+	Value     string            `json:"value"`
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Timestamp int64             `json:"timestamp"`
+	Headers   map[string]string `json:"headers"`
+}
+
+// The configs are left out when describe_configs is skipped.
+type report struct {
+	Client         string            `json:"client"`
+	Version        string            `json:"version"`
+	Steps          []string          `json:"steps"`
+	Skipped        map[string]string `json:"skipped"`
+	TopicConfigs   map[string]string `json:"topic_configs,omitempty"`
+	DefaultConfig  map[string]bool   `json:"default_config,omitempty"`
+	Produced       map[string]int32  `json:"produced"` // key -> partition
+	Codecs         []string          `json:"codecs"`
+	Partitioner    string            `json:"partitioner"`
+	BaseTimestamp  int64             `json:"base_timestamp"`
+	Consumed       map[string]record `json:"consumed"`
+	Committed      map[int32]int64   `json:"committed"`
+	Oldest         map[int32]int64   `json:"oldest"`
+	Newest         map[int32]int64   `json:"newest"`
+	TimeTarget     int64             `json:"time_target"`
+	OffsetsForTime map[int32]int64   `json:"offsets_for_time"`
+	FromTimestamp  []string          `json:"from_timestamp"`
+	FromLatest     []string          `json:"from_latest"`
+	GroupOfTwo     [][]int32         `json:"group_of_two"`
+	GroupOfThree   [][]int32         `json:"group_of_three"`
+	Groups         []string          `json:"groups"`
+	GroupState     string            `json:"group_state"`
+}
+
+type run struct {
+	report
+	addrs        []string
+	version      sarama.KafkaVersion
+	topic, group string
+	count        int
+	current      atomic.Value // the step under way, for the watchdog
+}
+
+func fail(step string, err error) {
+	fmt.Fprintf(os.Stderr, "sarama-scenarios: %s: %v\n", step, err)
+	os.Exit(1)
+}
+
+func main() {
+	bootstrap := flag.String("bootstrap", "", "broker address")
+	topic := flag.String("topic", "", "topic to create and use")
+	group := flag.String("group", "", "consumer group id")
+	count := flag.Int("messages", 30, "messages to produce")
+	version := flag.String("version", "", "Kafka version to speak (default: sarama's)")
+	flag.Parse()
+
+	r := &run{addrs: []string{*bootstrap}, version: sarama.DefaultVersion,
+		topic: *topic, group: *group, count: *count}
+	if *version != "" {
+		parsed, err := sarama.ParseKafkaVersion(*version)
+		if err != nil {
+			fail("version", err)
+		}
+		r.version = parsed
+	}
+	if !r.version.IsAtLeast(sarama.V0_10_2_0) {
+		fail("version", errors.New("sarama's consumer groups need Kafka 0.10.2 or newer"))
+	}
+	r.report = report{
+		Client: "sarama", Version: r.version.String(), Steps: []string{},
+		Skipped: map[string]string{}, Produced: map[string]int32{}, Codecs: []string{},
+		Oldest: map[int32]int64{}, Newest: map[int32]int64{},
+	}
+	r.current.Store("start")
+	time.AfterFunc(runLimit, func() {
+		fail(r.current.Load().(string), fmt.Errorf("not finished within %s", runLimit))
+	})
+
+	admin, err := sarama.NewClusterAdmin(r.addrs, r.config())
+	if err != nil {
+		fail("admin", err)
+	}
+	client, err := sarama.NewClient(r.addrs, r.config())
+	if err != nil {
+		fail("client", err)
+	}
+	done := func() error { return nil } // carried by the produce step's messages
+
+	r.do("create_topic", func() error {
+		return admin.CreateTopic(r.topic, &sarama.TopicDetail{
+			NumPartitions: partitions, ReplicationFactor: 1,
+			ConfigEntries: map[string]*string{"retention.ms": ptr(retention)},
+		}, false)
+	})
+	r.do("describe_configs", func() error { return r.describeConfigs(admin) })
+	headers := r.can("headers")
+	r.do("produce", func() error { return r.produce(headers) })
+	r.do("headers", done)
+	r.do("timestamps", done)
+	r.do("keyed", done)
+	r.do("consume_group", func() (err error) {
+		r.Consumed, err = r.consume(r.group, sarama.OffsetOldest, r.count, nil)
+		return err
+	})
+	r.do("committed", func() error { return r.committed(admin) })
+	r.do("list_offsets", func() error { return r.listOffsets(client) })
+	r.do("offsets_for_time", func() error { return r.offsetsForTime(client) })
+	r.do("from_timestamp", func() error { return r.fromTimestamp(client) })
+	r.do("from_latest", r.fromLatest)
+	r.do("rebalance", r.rebalance)
+	r.do("list_groups", func() error {
+		groups, err := admin.ListConsumerGroups()
+		for name := range groups {
+			r.Groups = append(r.Groups, name)
+		}
+		sort.Strings(r.Groups)
+		return err
+	})
+	r.do("describe_group", func() error {
+		described, err := admin.DescribeConsumerGroups([]string{r.group})
+		if err == nil {
+			r.GroupState = described[0].State
+		}
+		return err
+	})
+	r.do("delete_topic", func() error { return admin.DeleteTopic(r.topic) })
+
+	client.Close()
+	admin.Close()
+	encoded, err := json.Marshal(r.report)
+	if err != nil {
+		fail("report", err)
+	}
+	fmt.Println(string(encoded))
+}
+
+// config is a fresh configuration for one client, which it may change (the codec, the
+// initial offset) without touching the others'.
+func (r *run) config() *sarama.Config {
+	config := sarama.NewConfig()
+	config.ClientID = "sarama-scenarios"
+	config.Version = r.version
+	config.Producer.Return.Successes = true
+	config.Producer.RequiredAcks = sarama.WaitForAll
+	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	return config
+}
+
+// can says whether the spoken version allows step; if not, the step is named skipped.
+func (r *run) can(step string) bool {
+	needs, ok := stepNeeds[step]
+	if ok && !r.version.IsAtLeast(needs) {
+		r.Skipped[step] = fmt.Sprintf("needs Kafka %s's versions; sarama speaks %s's", needs, r.version)
+		return false
+	}
+	return true
+}
+
+// do runs step unless it is skipped; a failure ends the run naming the step.
+func (r *run) do(step string, action func() error) {
+	if !r.can(step) {
+		return
+	}
+	r.current.Store(step)
+	if err := action(); err != nil {
+		fail(step, err)
+	}
+	r.Steps = append(r.Steps, step)
+}
+
+func (r *run) timestamp(i int) int64 { return r.BaseTimestamp + 1000*int64(i) }
+
+func (r *run) describeConfigs(admin sarama.ClusterAdmin) error {
+	var entries []sarama.ConfigEntry
+	var err error
+	// Kafka's metadata knows a new topic a moment after creating it.
+	for attempt := 0; attempt < 100; attempt++ {
+		entries, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: r.topic})
+		if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.TopicConfigs, r.DefaultConfig = map[string]string{}, map[string]bool{}
+	for _, entry := range entries {
+		r.TopicConfigs[entry.Name] = entry.Value
+		r.DefaultConfig[entry.Name] = entry.Default || entry.Source == sarama.SourceDefault
+	}
+	return err
+}
+
+// produce sends message i with codecs[i % len(codecs)], one SyncProducer per codec;
+// the keys go through sarama's default partitioner (NewHashPartitioner: FNV-1a).
+func (r *run) produce(headers bool) error {
+	r.BaseTimestamp = (time.Now().Unix() - int64(r.count) - 60) * 1000
+	var producers []sarama.SyncProducer
+	for _, c := range codecs {
+		if !r.version.IsAtLeast(c.needs) {
+			continue
+		}
+		config := r.config()
+		config.Producer.Compression = c.codec
+		producer, err := sarama.NewSyncProducer(r.addrs, config)
+		if err != nil {
+			return fmt.Errorf("%s producer: %w", c.name, err)
+		}
+		defer producer.Close()
+		producers = append(producers, producer)
+		r.Codecs = append(r.Codecs, c.name)
+	}
+	for i := 0; i < r.count; i++ {
+		key := fmt.Sprintf("key-%03d", i)
+		message := &sarama.ProducerMessage{
+			Topic: r.topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("value-" + key),
+			Timestamp: time.UnixMilli(r.timestamp(i)),
+		}
+		if headers {
+			message.Headers = []sarama.RecordHeader{{Key: []byte("origin"), Value: []byte("header-" + key)}}
+		}
+		partition, _, err := producers[i%len(producers)].SendMessage(message)
+		if err != nil {
+			return fmt.Errorf("%s with %s: %w", key, r.Codecs[i%len(producers)], err)
+		}
+		r.Produced[key] = partition
+	}
+	r.Partitioner = "fnv1a"
+	return nil
+}
+
+// collector gathers what a group member reads, marking each message for the commit,
+// and ends the session once it holds want records.
 type collector struct {
-	mu       sync.Mutex
-	consumed map[string]string
-	headers  map[string]string
-	want     int
-	done     context.CancelFunc
+	mu      sync.Mutex
+	records map[string]record
+	want    int
+	done    context.CancelFunc
 }
 
 func (c *collector) Setup(sarama.ConsumerGroupSession) error   { return nil }
@@ -53,14 +296,14 @@ func (c *collector) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (c *collector) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	for message := range claim.Messages() {
 		session.MarkMessage(message, "")
-		c.mu.Lock()
-		c.consumed[string(message.Key)] = string(message.Value)
+		headers := map[string]string{}
 		for _, header := range message.Headers {
-			if string(header.Key) == "origin" {
-				c.headers[string(message.Key)] = string(header.Value)
-			}
+			headers[string(header.Key)] = string(header.Value)
 		}
-		complete := len(c.consumed) == c.want
+		c.mu.Lock()
+		c.records[string(message.Key)] = record{string(message.Value), message.Partition,
+			message.Offset, message.Timestamp.UnixMilli(), headers}
+		complete := len(c.records) >= c.want
 		c.mu.Unlock()
 		if complete {
 			session.Commit()
@@ -70,134 +313,254 @@ func (c *collector) ConsumeClaim(session sarama.ConsumerGroupSession, claim sara
 	return nil
 }
 
-func check(err error, what string) {
+// consume reads T in group from initial (where the group has no offsets) until want
+// records are in, commits, leaves the group; alongside, if given, runs meanwhile.
+func (r *run) consume(group string, initial int64, want int, alongside func(context.Context) error) (map[string]record, error) {
+	config := r.config()
+	config.Consumer.Offsets.Initial = initial
+	consumer, err := sarama.NewConsumerGroup(r.addrs, group, config)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "sarama-scenarios: %s: %v\n", what, err)
-		os.Exit(1)
+		return nil, err
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	collect := &collector{records: map[string]record{}, want: want, done: stop}
+	side := make(chan error, 1)
+	if alongside != nil {
+		go func() {
+			err := alongside(ctx)
+			side <- err
+			if err != nil {
+				stop()
+			}
+		}()
+	}
+	for ctx.Err() == nil {
+		if err := consumer.Consume(ctx, []string{r.topic}, collect); err != nil {
+			return nil, err
+		}
+	}
+	if alongside != nil {
+		if err := <-side; err != nil {
+			return nil, err
+		}
+	}
+	return collect.records, consumer.Close()
 }
 
-func main() {
-	bootstrap := flag.String("bootstrap", "", "broker address")
-	topic := flag.String("topic", "", "topic to create and use")
-	group := flag.String("group", "", "consumer group id")
-	version := flag.String("version", "", "Kafka version to speak (default: sarama's)")
-	count := flag.Int("messages", 30, "messages to produce")
-	flag.Parse()
-	addrs := []string{*bootstrap}
-
-	config := sarama.NewConfig()
-	config.ClientID = "sarama-scenarios"
-	if *version != "" {
-		parsed, err := sarama.ParseKafkaVersion(*version)
-		check(err, "version")
-		config.Version = parsed
+func (r *run) committed(admin sarama.ClusterAdmin) error {
+	offsets, err := admin.ListConsumerGroupOffsets(r.group, map[string][]int32{r.topic: {0, 1, 2}})
+	if err != nil {
+		return err
 	}
-	config.Producer.Return.Successes = true
-	config.Producer.RequiredAcks = sarama.WaitForAll
-	config.Producer.Compression = sarama.CompressionGZIP
-	config.Consumer.Offsets.Initial = sarama.OffsetOldest
-	out := report{
-		Client:        "sarama",
-		Version:       config.Version.String(),
-		Produced:      map[string]int64{},
-		Committed:     map[int32]int64{},
-		Newest:        map[int32]int64{},
-		Oldest:        map[int32]int64{},
-		TopicConfigs:  map[string]string{},
-		DefaultConfig: map[string]bool{},
-	}
-
-	admin, err := sarama.NewClusterAdmin(addrs, config)
-	check(err, "admin")
-	defer admin.Close()
-	retention := "3600000"
-	check(admin.CreateTopic(*topic, &sarama.TopicDetail{
-		NumPartitions:     partitions,
-		ReplicationFactor: 1,
-		ConfigEntries:     map[string]*string{"retention.ms": &retention},
-	}, false), "create topic")
-	// A real Kafka's metadata knows a topic a moment after creating it: until then,
-	// describing it answers UNKNOWN_TOPIC_OR_PARTITION, and careful callers ask again.
-	var entries []sarama.ConfigEntry
-	for attempt := 0; ; attempt++ {
-		entries, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: *topic})
-		if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || attempt == 100 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	check(err, "describe configs")
-	for _, entry := range entries {
-		out.TopicConfigs[entry.Name] = entry.Value
-		out.DefaultConfig[entry.Name] = entry.Default || entry.Source == sarama.SourceDefault
-	}
-
-	producer, err := sarama.NewSyncProducer(addrs, config)
-	check(err, "producer")
-	for i := 0; i < *count; i++ {
-		key := fmt.Sprintf("key-%03d", i)
-		partition, _, err := producer.SendMessage(&sarama.ProducerMessage{
-			Topic: *topic,
-			Key:   sarama.StringEncoder(key),
-			Value: sarama.StringEncoder("value-" + key),
-			Headers: []sarama.RecordHeader{
-				{Key: []byte("origin"), Value: []byte("header-" + key)},
-			},
-		})
-		check(err, "produce")
-		out.Produced[key] = int64(partition)
-	}
-	check(producer.Close(), "producer close")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	consuming, stop := context.WithCancel(ctx)
-	collect := &collector{
-		consumed: map[string]string{}, headers: map[string]string{}, want: *count, done: stop,
-	}
-	consumerGroup, err := sarama.NewConsumerGroup(addrs, *group, config)
-	check(err, "consumer group")
-	for consuming.Err() == nil {
-		check(consumerGroup.Consume(consuming, []string{*topic}, collect), "consume")
-	}
-	check(consumerGroup.Close(), "consumer group close")
-	if ctx.Err() != nil {
-		check(ctx.Err(), fmt.Sprintf("consumed %d of %d messages", len(collect.consumed), *count))
-	}
-	out.Consumed = collect.consumed
-	out.Headers = collect.headers
-
-	wanted := map[string][]int32{*topic: {0, 1, 2}}
-	offsets, err := admin.ListConsumerGroupOffsets(*group, wanted)
-	check(err, "list consumer group offsets")
-	client, err := sarama.NewClient(addrs, config)
-	check(err, "client")
-	defer client.Close()
+	r.Committed = map[int32]int64{}
 	for partition := int32(0); partition < partitions; partition++ {
-		block := offsets.GetBlock(*topic, partition)
-		if block != nil {
-			out.Committed[partition] = block.Offset
+		block := offsets.GetBlock(r.topic, partition)
+		if block == nil {
+			return fmt.Errorf("partition %d missing", partition)
 		}
-		newest, err := client.GetOffset(*topic, partition, sarama.OffsetNewest)
-		check(err, "newest offset")
-		out.Newest[partition] = newest
-		oldest, err := client.GetOffset(*topic, partition, sarama.OffsetOldest)
-		check(err, "oldest offset")
-		out.Oldest[partition] = oldest
+		if !errors.Is(block.Err, sarama.ErrNoError) {
+			return fmt.Errorf("partition %d: %w", partition, block.Err)
+		}
+		r.Committed[partition] = block.Offset
 	}
-	groups, err := admin.ListConsumerGroups()
-	check(err, "list groups")
-	for name := range groups {
-		out.Groups = append(out.Groups, name)
-	}
-	sort.Strings(out.Groups)
-	described, err := admin.DescribeConsumerGroups([]string{*group})
-	check(err, "describe groups")
-	out.GroupState = described[0].State
-	check(admin.DeleteTopic(*topic), "delete topic")
-
-	encoded, err := json.Marshal(out)
-	check(err, "json")
-	fmt.Println(string(encoded))
+	return nil
 }
+
+func (r *run) listOffsets(client sarama.Client) (err error) {
+	for partition := int32(0); partition < partitions && err == nil; partition++ {
+		if r.Oldest[partition], err = client.GetOffset(r.topic, partition, sarama.OffsetOldest); err == nil {
+			r.Newest[partition], err = client.GetOffset(r.topic, partition, sarama.OffsetNewest)
+		}
+	}
+	return err
+}
+
+// offsetsForTime asks with GetOffset given a time: ListOffsets answers -1 where no
+// message is that late.
+func (r *run) offsetsForTime(client sarama.Client) (err error) {
+	r.TimeTarget = r.timestamp(r.count / 2)
+	r.OffsetsForTime = map[int32]int64{}
+	for partition := int32(0); partition < partitions && err == nil; partition++ {
+		r.OffsetsForTime[partition], err = client.GetOffset(r.topic, partition, r.TimeTarget)
+	}
+	return err
+}
+
+// fromTimestamp reads each partition with a partition consumer from the offset for the
+// time up to the newest offset listed.
+func (r *run) fromTimestamp(client sarama.Client) error {
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	r.FromTimestamp = []string{}
+	for partition, offset := range r.OffsetsForTime {
+		if offset < 0 {
+			continue
+		}
+		reader, err := consumer.ConsumePartition(r.topic, partition, offset)
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", partition, err)
+		}
+		for message := range reader.Messages() {
+			r.FromTimestamp = append(r.FromTimestamp, string(message.Key))
+			if message.Offset >= r.Newest[partition]-1 {
+				break
+			}
+		}
+		if err := reader.Close(); err != nil {
+			return fmt.Errorf("partition %d: %w", partition, err)
+		}
+	}
+	sort.Strings(r.FromTimestamp)
+	return nil
+}
+
+// fromLatest starts group G-latest at the newest offsets (it has none committed) and
+// produces late messages until it reads one.
+func (r *run) fromLatest() error {
+	producer, err := sarama.NewSyncProducer(r.addrs, r.config())
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	records, err := r.consume(r.group+"-latest", sarama.OffsetNewest, 1, func(ctx context.Context) error {
+		for i := 0; i < lateLimit; i++ {
+			key := fmt.Sprintf("late-%03d", i)
+			_, _, err := producer.SendMessage(&sarama.ProducerMessage{
+				Topic: r.topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("value-" + key),
+			})
+			if err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(lateEvery):
+			}
+		}
+		return fmt.Errorf("nothing read after %d late messages", lateLimit)
+	})
+	for key := range records {
+		r.FromLatest = append(r.FromLatest, key)
+	}
+	sort.Strings(r.FromLatest)
+	return err
+}
+
+// member is one consumer of the rebalance step; it holds the claims of its current
+// session (sarama rebalances eagerly: a member gives up everything between sessions).
+type member struct {
+	group sarama.ConsumerGroup
+	mu    sync.Mutex
+	held  []int32
+}
+
+func (m *member) hold(partitions []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held = partitions
+}
+
+func (m *member) holding() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held
+}
+
+func (m *member) Setup(session sarama.ConsumerGroupSession) error {
+	var claimed []int32
+	for _, partitions := range session.Claims() {
+		claimed = append(claimed, partitions...)
+	}
+	slices.Sort(claimed)
+	m.hold(claimed)
+	return nil
+}
+
+func (m *member) Cleanup(sarama.ConsumerGroupSession) error { m.hold(nil); return nil }
+
+func (m *member) ConsumeClaim(_ sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for range claim.Messages() {
+	}
+	return nil
+}
+
+// rebalance runs two members of G-trio, then three, each in its own Consume loop.
+func (r *run) rebalance() error {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var members []*member
+	var running sync.WaitGroup
+	failed := make(chan error, 3)
+	join := func() error {
+		group, err := sarama.NewConsumerGroup(r.addrs, r.group+"-trio", r.config())
+		if err != nil {
+			return err
+		}
+		m := &member{group: group}
+		members = append(members, m)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			for ctx.Err() == nil {
+				if err := group.Consume(ctx, []string{r.topic}, m); err != nil {
+					failed <- err
+					return
+				}
+			}
+		}()
+		return nil
+	}
+	for _, size := range []int{2, 3} {
+		for len(members) < size {
+			if err := join(); err != nil {
+				return err
+			}
+		}
+		held, err := settle(members, failed)
+		if err != nil {
+			return fmt.Errorf("group of %d: %w", size, err)
+		}
+		if size == 2 {
+			r.GroupOfTwo = held
+		} else {
+			r.GroupOfThree = held
+		}
+	}
+	stop()
+	running.Wait()
+	var err error
+	for _, m := range members {
+		err = errors.Join(err, m.group.Close())
+	}
+	return err
+}
+
+// settle waits until every member holds partitions, none held twice, all held.
+func settle(members []*member, failed <-chan error) ([][]int32, error) {
+	for {
+		held, seen := make([][]int32, len(members)), map[int32]bool{}
+		covered := true
+		for i, m := range members {
+			held[i] = m.holding()
+			covered = covered && len(held[i]) > 0
+			for _, partition := range held[i] {
+				covered = covered && !seen[partition]
+				seen[partition] = true
+			}
+		}
+		if covered && len(seen) == partitions {
+			return held, nil
+		}
+		select {
+		case err := <-failed:
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func ptr[T any](value T) *T { return &value }

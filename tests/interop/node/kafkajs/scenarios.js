@@ -1,34 +1,46 @@
-// A kafkajs client run by tests/interop/test_client_matrix.py against a broker.
+// A kafkajs client run by tests/interop/test_client_matrix.py against a broker: every
+// step of tests/interop/SCENARIOS.md with kafkajs's own APIs, then one JSON report.
 //
 //	node scenarios.js -bootstrap HOST:PORT -topic T -group G [-messages N]
-//
-// The same scenario as tests/interop/go/sarama/main.go: it creates the topic, produces
-// keyed gzip messages, consumes them in a consumer group, commits, and prints one JSON
-// object with what it saw; the test checks it against the broker.
 'use strict'
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
 
-const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
-const { run, step } = require('./driver.cjs')
+const { Kafka, CompressionCodecs, CompressionTypes, logLevel } = require('kafkajs')
+const SnappyCodec = require('kafkajs-snappy')
+const LZ4Codec = require('kafkajs-lz4')
+const driver = require('./driver.cjs')
+const { PARTITIONS, RETENTION_MS, message, lateKey, sharesPartitions, sleep, step, waitFor } = driver
 
 const CLIENT = 'kafkajs'
-const VERSION = '2.2.4'
-const PARTITIONS = 3
+const VERSION = require('kafkajs/package.json').version
 const DEFAULT_CONFIG_SOURCE = 5 // DescribeConfigs ConfigSource DEFAULT_CONFIG
 
-async function scenario({ bootstrap, topic, group, count }, out) {
+// kafkajs ships gzip; snappy and lz4 are its plugin codecs. Its zstd plugin, @kafkajs/zstd,
+// pins cppzst 2.0.6, whose native build fails against Node 20's C++17 headers.
+CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+CompressionCodecs[CompressionTypes.LZ4] = new LZ4Codec().codec
+const CODECS = {
+  none: CompressionTypes.None,
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+}
 
+async function scenario({ bootstrap, topic, group, count }, out, steps) {
   const kafka = new Kafka({
     clientId: `${CLIENT}-scenarios`,
     brokers: [bootstrap],
     logLevel: logLevel.NOTHING,
     retry: { retries: 3 },
   })
+  // Short heartbeats and fetch waits: members notice a rebalance, and leave, quickly.
+  const consumerOf = groupId =>
+    kafka.consumer({ groupId, allowAutoTopicCreation: false, heartbeatInterval: 500, maxWaitTimeInMs: 500 })
 
   const admin = kafka.admin()
   await step('admin', () => admin.connect())
-  await step('create topic', async () => {
+  await steps.run('create_topic', async () => {
     const created = await admin.createTopics({
       waitForLeaders: true,
       topics: [
@@ -36,21 +48,20 @@ async function scenario({ bootstrap, topic, group, count }, out) {
           topic,
           numPartitions: PARTITIONS,
           replicationFactor: 1,
-          configEntries: [{ name: 'retention.ms', value: '3600000' }],
+          configEntries: [{ name: 'retention.ms', value: RETENTION_MS }],
         },
       ],
     })
     if (!created) throw new Error(`topic ${topic} already exists`)
   })
-  await step('describe configs', async () => {
+
+  await steps.run('describe_configs', async () => {
     const described = await admin.describeConfigs({
       includeSynonyms: false,
       resources: [{ type: 2 /* ConfigResourceTypes.TOPIC */, name: topic }],
     })
     for (const resource of described.resources) {
-      if (resource.errorCode) {
-        throw new Error(`error code ${resource.errorCode}: ${resource.errorMessage}`)
-      }
+      if (resource.errorCode) throw new Error(`error code ${resource.errorCode}: ${resource.errorMessage}`)
       for (const entry of resource.configEntries) {
         out.topic_configs[entry.configName] = entry.configValue
         out.default_config[entry.configName] =
@@ -59,88 +70,154 @@ async function scenario({ bootstrap, topic, group, count }, out) {
     }
   })
 
+  // kafkajs 2's default, DefaultPartitioner, is Java's murmur2 rule (LegacyPartitioner is not).
   const producer = kafka.producer({ allowAutoTopicCreation: false })
   await step('producer', () => producer.connect())
-  for (let i = 0; i < count; i++) {
-    const key = `key-${String(i).padStart(3, '0')}`
-    const metadata = await step('produce', () =>
-      producer.send({
+  await steps.run('produce', async () => {
+    out.codecs = Object.keys(CODECS)
+    out.partitioner = 'murmur2'
+    out.base_timestamp = driver.baseTimestamp(count)
+    for (let i = 0; i < count; i++) {
+      const { key, value, origin, timestamp } = message(i, out.base_timestamp)
+      const [written] = await producer.send({
         topic,
         acks: -1,
-        compression: CompressionTypes.GZIP,
-        messages: [{ key, value: `value-${key}`, headers: { origin: `header-${key}` } }],
+        compression: CODECS[out.codecs[i % out.codecs.length]],
+        messages: [{ key, value, headers: { origin }, timestamp: String(timestamp) }],
       })
-    )
-    out.produced[key] = metadata[0].partition
-  }
-  await step('producer close', () => producer.disconnect())
-
-  const consumer = kafka.consumer({ groupId: group, allowAutoTopicCreation: false })
-  await step('consumer group', () => consumer.connect())
-  await step('subscribe', () => consumer.subscribe({ topics: [topic], fromBeginning: true }))
-  const nextOffsets = {} // partition -> offset after the last message consumed there
-  let finished
-  const complete = new Promise(resolve => {
-    finished = resolve
-  })
-  if (count === 0) finished()
-  await step('consume', () =>
-    consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ partition, message }) => {
-        const key = message.key.toString()
-        out.consumed[key] = message.value.toString()
-        for (const [name, value] of Object.entries(message.headers || {})) {
-          if (name === 'origin') out.headers[key] = Buffer.from(value).toString()
-        }
-        const next = BigInt(message.offset) + 1n
-        if (nextOffsets[partition] === undefined || next > nextOffsets[partition]) {
-          nextOffsets[partition] = next
-        }
-        if (Object.keys(out.consumed).length === count) finished()
-      },
-    })
-  )
-  await complete
-  await step('commit', () =>
-    consumer.commitOffsets(
-      Object.entries(nextOffsets).map(([partition, offset]) => ({
-        topic,
-        partition: Number(partition),
-        offset: offset.toString(),
-      }))
-    )
-  )
-  await step('consumer group close', () => consumer.disconnect())
-
-  await step('list consumer group offsets', async () => {
-    const offsets = await admin.fetchOffsets({ groupId: group, topics: [topic] })
-    for (const entry of offsets) {
-      if (entry.topic !== topic) continue
-      for (const { partition, offset } of entry.partitions) {
-        if (partition < PARTITIONS) out.committed[partition] = Number(offset)
-      }
+      out.produced[key] = written.partition
     }
   })
-  await step('newest offset', async () => {
-    const offsets = await admin.fetchTopicOffsets(topic)
-    for (const { partition, high, low } of offsets) {
-      if (partition >= PARTITIONS) continue
+  steps.done('headers', 'timestamps', 'keyed')
+
+  await steps.run('consume_group', async () => {
+    const consumer = consumerOf(group)
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    const next = {} // partition -> the offset after the last message read there
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message: { key, value, offset, timestamp, headers } }) => {
+        const named = {}
+        for (const [name, header] of Object.entries(headers || {})) named[name] = String(header)
+        out.consumed[String(key)] = {
+          value: String(value),
+          partition,
+          offset: Number(offset),
+          timestamp: Number(timestamp),
+          headers: named,
+        }
+        next[partition] = Number(offset) + 1 // a partition's messages come in offset order
+      },
+    })
+    await waitFor(() => Object.keys(out.consumed).length >= count, `${count} messages`)
+    await consumer.commitOffsets(
+      Object.entries(next).map(([partition, offset]) => ({
+        topic,
+        partition: Number(partition),
+        offset: String(offset),
+      }))
+    )
+    await consumer.disconnect()
+  })
+
+  await steps.run('committed', async () => {
+    for (const entry of await admin.fetchOffsets({ groupId: group, topics: [topic] })) {
+      for (const { partition, offset } of entry.partitions) out.committed[partition] = Number(offset)
+    }
+  })
+
+  await steps.run('list_offsets', async () => {
+    for (const { partition, high, low } of await admin.fetchTopicOffsets(topic)) {
       out.newest[partition] = Number(high)
       out.oldest[partition] = Number(low)
     }
   })
-  await step('list groups', async () => {
-    const listed = await admin.listGroups()
-    out.groups = listed.groups.map(g => g.groupId).sort()
+
+  // From here on, each partition is read from its offset for the time to its end.
+  const start = {}
+  await steps.run('offsets_for_time', async () => {
+    out.time_target = out.base_timestamp + 1000 * Math.floor(count / 2)
+    for (const { partition, offset } of await admin.fetchTopicOffsetsByTimestamp(topic, out.time_target)) {
+      // Where Kafka answers -1 (no message that late), kafkajs gives the end offset.
+      start[partition] = Number(offset)
+      out.offsets_for_time[partition] = start[partition] >= out.newest[partition] ? -1 : start[partition]
+    }
   })
-  await step('describe groups', async () => {
-    const described = await admin.describeGroups([group])
-    out.group_state = described.groups[0].state
+
+  await steps.run('from_timestamp', async () => {
+    const reader = consumerOf(`${group}-from-timestamp`)
+    await reader.connect()
+    await reader.subscribe({ topics: [topic] })
+    await reader.run({
+      autoCommit: false,
+      eachMessage: async ({ message: { key } }) => {
+        out.from_timestamp.push(String(key))
+      },
+    })
+    for (const [partition, offset] of Object.entries(start)) {
+      reader.seek({ topic, partition: Number(partition), offset: String(offset) })
+    }
+    const expected = Object.entries(start).reduce((sum, [p, offset]) => sum + out.newest[p] - offset, 0)
+    await waitFor(() => out.from_timestamp.length >= expected, `${expected} messages from the time`)
+    await reader.disconnect()
   })
-  await step('delete topic', () => admin.deleteTopics({ topics: [topic] }))
+
+  await steps.run('from_latest', async () => {
+    const tail = consumerOf(`${group}-latest`)
+    await tail.connect()
+    await tail.subscribe({ topics: [topic], fromBeginning: false })
+    await tail.run({
+      eachMessage: async ({ message: { key } }) => {
+        out.from_latest.push(String(key))
+      },
+    })
+    for (let i = 0; i < 100 && out.from_latest.length === 0; i++) {
+      const key = lateKey(i)
+      await producer.send({ topic, acks: -1, messages: [{ key, value: `value-${key}` }] })
+      await sleep(200)
+    }
+    if (out.from_latest.length === 0) throw new Error('the consumer read none of 100 late messages')
+    await tail.disconnect()
+  })
+  await step('producer close', () => producer.disconnect())
+
+  await steps.run('rebalance', async () => {
+    const members = [] // { consumer, partitions: its current assignment }
+    const join = async () => {
+      const member = { consumer: consumerOf(`${group}-trio`), partitions: [] }
+      const { consumer } = member
+      consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+        member.partitions = [...(payload.memberAssignment[topic] || [])].sort((a, b) => a - b)
+      })
+      await consumer.connect()
+      await consumer.subscribe({ topics: [topic] })
+      await consumer.run({ eachMessage: async () => {} })
+      members.push(member)
+    }
+    const settled = async what => {
+      await waitFor(() => sharesPartitions(members.map(m => m.partitions)), what)
+      return members.map(m => m.partitions)
+    }
+    await join()
+    await join()
+    out.group_of_two = await settled('two members to share the partitions')
+    await join()
+    out.group_of_three = await settled('three members to share the partitions')
+    await Promise.all(members.map(m => m.consumer.disconnect()))
+  })
+
+  await steps.run('list_groups', async () => {
+    out.groups = (await admin.listGroups()).groups.map(g => g.groupId)
+  })
+  await steps.run('describe_group', async () => {
+    out.group_state = (await admin.describeGroups([group])).groups[0].state
+  })
+  await steps.run('delete_topic', () => admin.deleteTopics({ topics: [topic] }))
   await step('admin close', () => admin.disconnect())
 }
 
 // kafkajs errors name their cause apart from their message.
-run(CLIENT, VERSION, scenario, err => (err && err.cause ? `${err} (caused by ${err.cause})` : String(err)))
+driver.run(CLIENT, VERSION, scenario, err =>
+  err && err.cause ? `${err} (caused by ${err.cause})` : String(err)
+)

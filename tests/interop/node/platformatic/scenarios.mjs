@@ -1,13 +1,11 @@
-// A @platformatic/kafka client run by tests/interop/test_client_matrix.py against a broker.
+// A @platformatic/kafka client run by tests/interop/test_client_matrix.py against a
+// broker: every step of tests/interop/SCENARIOS.md with its own APIs, then one JSON report.
 //
 //	node scenarios.mjs -bootstrap HOST:PORT -topic T -group G [-messages N]
 //
-// The same scenario as tests/interop/go/sarama/main.go: it creates the topic, produces
-// keyed gzip messages, consumes them in a consumer group, commits, and prints one JSON
-// object with what it saw; the test checks it against the broker.
-// @platformatic/kafka 2.12.1 asks for Node >= 22.22 ("engines"); the only newer built-in
-// it calls is Promise.withResolvers (Node 22). Supply it on older Node (20), then load
-// the client: a static import would run before this line.
+// @platformatic/kafka asks for Node >= 22 ("engines"); the only newer built-in it calls
+// is Promise.withResolvers (Node 22). Supply it on older Node (20), then load the client:
+// a static import would run before this line.
 if (typeof Promise.withResolvers !== 'function') {
   Promise.withResolvers = function withResolvers() {
     let resolve, reject
@@ -18,6 +16,7 @@ if (typeof Promise.withResolvers !== 'function') {
     return { promise, resolve, reject }
   }
 }
+const { default: zlib } = await import('node:zlib')
 const {
   Admin,
   CompressionAlgorithms,
@@ -32,25 +31,54 @@ const {
   stringSerializers,
 } = await import('@platformatic/kafka')
 const { default: driver } = await import('./driver.cjs')
-const { run, step } = driver
+const { PARTITIONS, RETENTION_MS, message, lateKey, sharesPartitions, sleep, step, waitFor } = driver
 
 const CLIENT = '@platformatic/kafka'
-const VERSION = '2.12.1'
-const PARTITIONS = 3
+const VERSION = '2.12.1' // package.json's; the package exports no version
+const ALL_PARTITIONS = [...Array(PARTITIONS).keys()]
 
-async function scenario({ bootstrap, topic, group, count }, out) {
+// Its snappy and lz4 are built in (WebAssembly); zstd is Node's zlib's, from Node 22.15.
+const CODECS = [
+  CompressionAlgorithms.NONE,
+  CompressionAlgorithms.GZIP,
+  CompressionAlgorithms.SNAPPY,
+  CompressionAlgorithms.LZ4,
+  ...(typeof zlib.zstdCompressSync === 'function' ? [CompressionAlgorithms.ZSTD] : []),
+]
+
+async function scenario({ bootstrap, topic, group, count }, out, steps) {
   const base = { bootstrapBrokers: [bootstrap], retries: 3 }
+  // Short heartbeats and fetch waits: members notice a rebalance, and leave, quickly.
+  const consumerOf = (groupId, clientId) =>
+    new Consumer({
+      ...base,
+      clientId,
+      groupId,
+      deserializers: stringDeserializers,
+      autocommit: false,
+      maxWaitTime: 500,
+      heartbeatInterval: 500,
+    })
+  const partitionsOf = (listed, pick) => {
+    const found = {}
+    for (const { name, partitions } of listed) {
+      if (name !== topic) continue
+      for (const partition of partitions) found[partition.partitionIndex] = pick(partition)
+    }
+    return found
+  }
 
   const admin = new Admin({ ...base, clientId: 'platformatic-scenarios-admin' })
-  await step('create topic', () =>
+  await steps.run('create_topic', () =>
     admin.createTopics({
       topics: [topic],
       partitions: PARTITIONS,
       replicas: 1,
-      configs: [{ name: 'retention.ms', value: '3600000' }],
+      configs: [{ name: 'retention.ms', value: RETENTION_MS }],
     })
   )
-  await step('describe configs', async () => {
+
+  await steps.run('describe_configs', async () => {
     // A real Kafka's metadata knows a topic a moment after creating it; until then,
     // describing it fails (UNKNOWN_TOPIC_OR_PARTITION), and careful callers ask again.
     let described
@@ -62,7 +90,7 @@ async function scenario({ bootstrap, topic, group, count }, out) {
         break
       } catch (error) {
         if (attempt === 100) throw error
-        await new Promise((resolve) => setTimeout(resolve, 100))
+        await sleep(100)
       }
     }
     for (const resource of described) {
@@ -79,60 +107,56 @@ async function scenario({ bootstrap, topic, group, count }, out) {
     serializers: stringSerializers,
     autocreateTopics: false,
   })
-  for (let i = 0; i < count; i++) {
-    const key = `key-${String(i).padStart(3, '0')}`
-    const result = await step('produce', () =>
-      producer.send({
-        acks: ProduceAcks.ALL,
-        compression: CompressionAlgorithms.GZIP,
-        messages: [{ topic, key, value: `value-${key}`, headers: { origin: `header-${key}` } }],
-      })
-    )
+  const send = async (record, compression) => {
+    const result = await producer.send({
+      acks: ProduceAcks.ALL,
+      compression,
+      messages: [{ topic, ...record }],
+    })
     const written = (result.offsets || []).find(entry => entry.topic === topic)
-    if (!written) throw Object.assign(new Error('no partition in the produce result'), { what: 'produce' })
-    out.produced[key] = written.partition
+    if (!written) throw new Error('no partition in the produce result')
+    return written.partition
   }
-  await step('producer close', () => producer.close())
-
-  const consumer = new Consumer({
-    ...base,
-    clientId: 'platformatic-scenarios-consumer',
-    groupId: group,
-    deserializers: stringDeserializers,
-    autocommit: false,
-    maxWaitTime: 500,
+  await steps.run('produce', async () => {
+    out.codecs = CODECS
+    // Its defaultPartitioner: murmur2 taken as unsigned, modulo the partitions; Java's
+    // rule (its compatibilityPartitioner) masks the sign bit instead.
+    out.partitioner = 'murmur2-unsigned'
+    out.base_timestamp = driver.baseTimestamp(count)
+    for (let i = 0; i < count; i++) {
+      const { key, value, origin, timestamp } = message(i, out.base_timestamp)
+      const record = { key, value, headers: { origin }, timestamp: BigInt(timestamp) }
+      out.produced[key] = await send(record, CODECS[i % CODECS.length])
+    }
   })
-  const stream = await step('consume', () =>
-    consumer.consume({
+  steps.done('headers', 'timestamps', 'keyed')
+
+  await steps.run('consume_group', async () => {
+    const consumer = consumerOf(group, 'platformatic-scenarios-consumer')
+    const stream = await consumer.consume({
       topics: [topic],
       mode: MessagesStreamModes.COMMITTED,
       fallbackMode: MessagesStreamFallbackModes.EARLIEST,
-      autocommit: false,
     })
-  )
-  const toCommit = new Map() // partition -> { offset after the last message there, leaderEpoch }
-  await step('consume', async () => {
-    if (count === 0) return
-    for await (const message of stream) {
-      out.consumed[message.key] = message.value
-      for (const [name, value] of message.headers) {
-        if (name === 'origin') out.headers[message.key] = value
+    const toCommit = new Map() // partition -> { offset, leaderEpoch } to commit
+    if (count > 0) {
+      for await (const record of stream) {
+        out.consumed[record.key] = {
+          value: record.value,
+          partition: record.partition,
+          offset: Number(record.offset),
+          timestamp: Number(record.timestamp),
+          headers: Object.fromEntries(record.headers),
+        }
+        // A partition's records come in offset order: its last one is the one to commit after.
+        toCommit.set(record.partition, { offset: record.offset + 1n, leaderEpoch: record.leaderEpoch })
+        if (Object.keys(out.consumed).length === count) break
       }
-      const next = message.offset + 1n
-      const current = toCommit.get(message.partition)
-      if (!current || next > current.offset) {
-        toCommit.set(message.partition, { offset: next, leaderEpoch: message.leaderEpoch })
-      }
-      if (Object.keys(out.consumed).length === count) break
     }
-  })
-  if (Object.keys(out.consumed).length !== count) {
-    const error = new Error('the stream ended')
-    error.what = `consumed ${Object.keys(out.consumed).length} of ${count} messages`
-    throw error
-  }
-  await step('commit', () =>
-    consumer.commit({
+    if (Object.keys(out.consumed).length !== count) {
+      throw new Error(`the stream ended after ${Object.keys(out.consumed).length} of ${count} messages`)
+    }
+    await consumer.commit({
       offsets: [...toCommit].map(([partition, { offset, leaderEpoch }]) => ({
         topic,
         partition,
@@ -140,54 +164,110 @@ async function scenario({ bootstrap, topic, group, count }, out) {
         leaderEpoch,
       })),
     })
-  )
-  await step('consumer stream close', () => stream.close())
-  await step('consumer group close', () => consumer.close())
+    await stream.close()
+    await consumer.close()
+  })
 
-  await step('list consumer group offsets', async () => {
+  await steps.run('committed', async () => {
     const listed = await admin.listConsumerGroupOffsets({
-      groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: [0, 1, 2] }] }],
+      groups: [{ groupId: group, topics: [{ name: topic, partitionIndexes: ALL_PARTITIONS }] }],
     })
-    for (const entry of listed) {
-      if (entry.groupId !== group) continue
-      for (const { name, partitions } of entry.topics) {
-        if (name !== topic) continue
-        for (const { partitionIndex, committedOffset } of partitions) {
-          out.committed[partitionIndex] = Number(committedOffset)
-        }
-      }
+    for (const { groupId, topics } of listed) {
+      if (groupId === group) Object.assign(out.committed, partitionsOf(topics, p => Number(p.committedOffset)))
     }
   })
-  const partitionRequests = timestamp => [
-    {
-      name: topic,
-      partitions: [0, 1, 2].map(partitionIndex => ({ partitionIndex, timestamp })),
-    },
-  ]
-  for (const [what, timestamp, into] of [
-    ['newest offset', -1n, out.newest],
-    ['oldest offset', -2n, out.oldest],
-  ]) {
-    await step(what, async () => {
-      const listed = await admin.listOffsets({ topics: partitionRequests(timestamp) })
-      for (const { name, partitions } of listed) {
-        if (name !== topic) continue
-        for (const { partitionIndex, offset } of partitions) into[partitionIndex] = Number(offset)
-      }
+
+  // The offsets of each partition for a time: -1 newest, -2 oldest, or a create time.
+  const offsetsFor = async timestamp => {
+    const listed = await admin.listOffsets({
+      topics: [
+        { name: topic, partitions: ALL_PARTITIONS.map(partitionIndex => ({ partitionIndex, timestamp })) },
+      ],
     })
+    return partitionsOf(listed, p => Number(p.offset))
   }
-  await step('list groups', async () => {
-    const listed = await admin.listGroups()
-    out.groups = [...listed.keys()].sort()
+  await steps.run('list_offsets', async () => {
+    out.newest = await offsetsFor(-1n)
+    out.oldest = await offsetsFor(-2n)
   })
-  await step('describe groups', async () => {
-    const described = await admin.describeGroups({ groups: [group] })
-    const found = described.get(group)
+  await steps.run('offsets_for_time', async () => {
+    out.time_target = out.base_timestamp + 1000 * Math.floor(count / 2)
+    out.offsets_for_time = await offsetsFor(BigInt(out.time_target))
+  })
+
+  await steps.run('from_timestamp', async () => {
+    // Each partition from its offset for the time, or from its end where none is that late.
+    const offsets = ALL_PARTITIONS.map(partition => {
+      const offset = out.offsets_for_time[partition]
+      return { topic, partition, offset: BigInt(offset >= 0 ? offset : out.newest[partition]) }
+    })
+    const expected = offsets.reduce(
+      (sum, { partition, offset }) => sum + out.newest[partition] - Number(offset),
+      0
+    )
+    const reader = consumerOf(`${group}-from-timestamp`, 'platformatic-scenarios-from-timestamp')
+    const stream = await reader.consume({ topics: [topic], mode: MessagesStreamModes.MANUAL, offsets })
+    stream.on('data', record => out.from_timestamp.push(record.key))
+    await waitFor(() => out.from_timestamp.length >= expected, `${expected} messages from the time`)
+    await stream.close()
+    await reader.close()
+  })
+
+  await steps.run('from_latest', async () => {
+    const tail = consumerOf(`${group}-latest`, 'platformatic-scenarios-latest')
+    const stream = await tail.consume({ topics: [topic], mode: MessagesStreamModes.LATEST })
+    stream.on('data', record => out.from_latest.push(record.key))
+    for (let i = 0; i < 100 && out.from_latest.length === 0; i++) {
+      const key = lateKey(i)
+      await send({ key, value: `value-${key}` })
+      await sleep(200)
+    }
+    if (out.from_latest.length === 0) throw new Error('the consumer read none of 100 late messages')
+    await stream.close()
+    await tail.close()
+  })
+  await step('producer close', () => producer.close())
+
+  await steps.run('rebalance', async () => {
+    const members = [] // { consumer, stream, partitions: its current assignment }
+    const join = async () => {
+      const consumer = consumerOf(`${group}-trio`, `platformatic-scenarios-trio-${members.length}`)
+      const member = { consumer, partitions: [] }
+      consumer.on('consumer:group:join', ({ assignments }) => {
+        const mine = (assignments || []).find(assignment => assignment.topic === topic)
+        member.partitions = [...(mine ? mine.partitions : [])].sort((a, b) => a - b)
+      })
+      member.stream = await consumer.consume({ topics: [topic], mode: MessagesStreamModes.LATEST })
+      member.stream.resume()
+      members.push(member)
+    }
+    const settled = async what => {
+      await waitFor(() => sharesPartitions(members.map(m => m.partitions)), what)
+      return members.map(m => m.partitions)
+    }
+    await join()
+    await join()
+    out.group_of_two = await settled('two members to share the partitions')
+    await join()
+    out.group_of_three = await settled('three members to share the partitions')
+    await Promise.all(
+      members.map(async ({ consumer, stream }) => {
+        await stream.close()
+        await consumer.close()
+      })
+    )
+  })
+
+  await steps.run('list_groups', async () => {
+    out.groups = [...(await admin.listGroups()).keys()]
+  })
+  await steps.run('describe_group', async () => {
+    const found = (await admin.describeGroups({ groups: [group] })).get(group)
     if (!found) throw new Error(`group ${group} not described`)
     out.group_state = found.state
   })
-  await step('delete topic', () => admin.deleteTopics({ topics: [topic] }))
+  await steps.run('delete_topic', () => admin.deleteTopics({ topics: [topic] }))
   await step('admin close', () => admin.close())
 }
 
-run(CLIENT, VERSION, scenario)
+driver.run(CLIENT, VERSION, scenario)

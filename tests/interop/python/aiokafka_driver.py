@@ -1,0 +1,291 @@
+"""The client matrix's scenario with aiokafka: SCENARIOS.md's steps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from importlib import metadata
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import UnknownTopicOrPartitionError, for_code
+from scenario import (
+    CONFIG_RETRIES,
+    LATE_INTERVAL,
+    LATE_MESSAGES,
+    PARTITIONS,
+    RETENTION_MS,
+    Scenario,
+    StepFailed,
+    covers_all,
+    fail,
+    watchdog,
+)
+
+CLIENT = "aiokafka"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+TIMEOUT = 20.0
+DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs' config_source for a config left at its default
+
+
+def main() -> int:
+    watchdog(CLIENT)
+    run = Scenario(CLIENT, metadata.version(CLIENT))
+    try:
+        asyncio.run(scenario(run))
+    except StepFailed as failed:
+        return fail(CLIENT, failed)
+    run.finish()
+    return 0
+
+
+async def scenario(run: Scenario) -> None:
+    flags, report = run.flags, run.report
+    common: dict[str, Any] = {
+        "bootstrap_servers": flags.bootstrap,
+        "client_id": f"{CLIENT}-scenarios",
+    }
+    admin = AIOKafkaAdminClient(**common)
+    await admin.start()
+    topic, group = flags.topic, flags.group
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    with run.step("create_topic"):
+        new = NewTopic(topic, PARTITIONS, 1, topic_configs={"retention.ms": RETENTION_MS})
+        answer = await admin.create_topics([new])
+        raise_errors(code for _, code, *_ in answer.topic_errors)
+
+    with run.step("describe_configs"):
+        entries = await describe_topic(admin, topic)
+        report["topic_configs"] = {entry[0]: entry[1] for entry in entries}
+        report["default_config"] = {
+            entry[0]: entry[3] == DEFAULT_CONFIG_SOURCE for entry in entries
+        }
+
+    with run.step("produce"):
+        report["codecs"], report["partitioner"] = list(CODECS), "murmur2"
+        report["produced"] = await produce(run, common)
+    run.done("headers", "timestamps", "keyed")
+
+    with run.step("consume_group"):
+        reader = AIOKafkaConsumer(
+            topic,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **common,
+        )
+        await reader.start()
+        deadline = time.monotonic() + TIMEOUT
+        while len(report.get("consumed", {})) < flags.messages:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {len(report.get('consumed', {}))} messages")
+            found = await reader.getmany(timeout_ms=200)
+            for message in (m for batch in found.values() for m in batch):
+                run.record(
+                    message.key.decode(),
+                    message.value,
+                    message.partition,
+                    message.offset,
+                    message.timestamp,
+                    list(message.headers),
+                )
+        await reader.commit()
+        await reader.stop()
+
+    with run.step("committed"):
+        committed = await admin.list_consumer_group_offsets(group, partitions=partitions)
+        report["committed"] = {tp.partition: found.offset for tp, found in committed.items()}
+
+    # aiokafka offers offset lookups on its consumer, not its admin client.
+    looker = AIOKafkaConsumer(enable_auto_commit=False, **common)
+    await looker.start()
+    with run.step("list_offsets"):
+        oldest = await looker.beginning_offsets(partitions)
+        newest = await looker.end_offsets(partitions)
+        report["oldest"] = {tp.partition: offset for tp, offset in oldest.items()}
+        report["newest"] = {tp.partition: offset for tp, offset in newest.items()}
+
+    target = run.time_target()
+    with run.step("offsets_for_time"):
+        report["time_target"] = target
+        at_time = await looker.offsets_for_times(dict.fromkeys(partitions, target))
+        report["offsets_for_time"] = {
+            tp.partition: -1 if found is None else found.offset for tp, found in at_time.items()
+        }
+    await looker.stop()
+
+    with run.step("from_timestamp"):
+        report["from_timestamp"] = await read_from(
+            common, topic, report["offsets_for_time"], report["newest"]
+        )
+
+    with run.step("from_latest"):
+        report["from_latest"] = await from_latest(common, topic, f"{group}-latest")
+
+    with run.step("rebalance"):
+        two, three = await rebalance(common, topic, f"{group}-trio")
+        report["group_of_two"], report["group_of_three"] = two, three
+
+    with run.step("list_groups"):
+        report["groups"] = sorted(name for name, _ in await admin.list_consumer_groups())
+
+    with run.step("describe_group"):
+        [described] = await admin.describe_consumer_groups([group])
+        [(code, _, state, *_)] = described.groups
+        raise_errors([code])
+        report["group_state"] = state
+
+    with run.step("delete_topic"):
+        deleted = await admin.delete_topics([topic])
+        raise_errors(code for _, code, *_ in deleted.topic_error_codes)
+    await admin.close()
+
+
+def raise_errors(codes: Any) -> None:
+    for code in codes:
+        if code:
+            raise for_code(code)()
+
+
+async def describe_topic(admin: AIOKafkaAdminClient, topic: str) -> list[Any]:
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+    for attempt in range(CONFIG_RETRIES):
+        [answer] = await admin.describe_configs([resource])
+        [(code, _, _, _, entries)] = answer.resources
+        if code != UnknownTopicOrPartitionError.errno or attempt == CONFIG_RETRIES - 1:
+            raise_errors([code])
+            return list(entries)
+        await asyncio.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+async def produce(run: Scenario, common: dict[str, Any]) -> dict[str, int]:
+    producers = [
+        AIOKafkaProducer(
+            acks="all", compression_type=None if codec == "none" else codec, linger_ms=5, **common
+        )
+        for codec in CODECS
+    ]
+    for producer in producers:
+        await producer.start()
+    sent = []
+    for index, key in enumerate(run.keys):
+        future = await producers[index % len(CODECS)].send(
+            run.flags.topic,
+            key=key.encode(),
+            value=f"value-{key}".encode(),
+            headers=[("origin", f"header-{key}".encode())],
+            timestamp_ms=run.timestamp(index),
+        )
+        sent.append((key, future))
+    produced = {key: (await future).partition for key, future in sent}
+    for producer in producers:
+        await producer.stop()
+    return produced
+
+
+async def read_from(
+    common: dict[str, Any], topic: str, start: dict[int, int], newest: dict[int, int]
+) -> list[str]:
+    reader = AIOKafkaConsumer(enable_auto_commit=False, **common)
+    await reader.start()
+    wanted = {p: at for p, at in start.items() if 0 <= at < newest[p]}
+    reader.assign([TopicPartition(topic, p) for p in wanted])
+    for partition, at in wanted.items():
+        reader.seek(TopicPartition(topic, partition), at)
+    keys: list[str] = []
+    remaining = set(wanted)
+    deadline = time.monotonic() + TIMEOUT
+    while remaining:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions {sorted(remaining)} not read to their end")
+        found = await reader.getmany(timeout_ms=200)
+        for message in (m for batch in found.values() for m in batch):
+            keys.append(message.key.decode())
+            if message.offset + 1 >= newest[message.partition]:
+                remaining.discard(message.partition)
+    await reader.stop()
+    return keys
+
+
+async def from_latest(common: dict[str, Any], topic: str, group: str) -> list[str]:
+    reader = AIOKafkaConsumer(topic, group_id=group, auto_offset_reset="latest", **common)
+    writer = AIOKafkaProducer(acks="all", **common)
+    await reader.start()
+    await writer.start()
+    keys: list[str] = []
+    sent, next_send = 0, time.monotonic()
+    while not keys:
+        if time.monotonic() >= next_send:
+            if sent == LATE_MESSAGES:
+                raise TimeoutError(f"none of {sent} late messages was read")
+            await writer.send_and_wait(topic, key=f"late-{sent:03d}".encode(), value=b"late")
+            sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
+        found = await reader.getmany(timeout_ms=50)
+        keys.extend(m.key.decode() for batch in found.values() for m in batch)
+    await writer.stop()
+    await reader.stop()
+    return keys
+
+
+class Member(ConsumerRebalanceListener):  # type: ignore[misc]
+    """A group member fetching in its own task, holding its current assignment."""
+
+    def __init__(self, common: dict[str, Any], topic: str, group: str) -> None:
+        self.held: set[int] = set()
+        self.consumer = AIOKafkaConsumer(group_id=group, auto_offset_reset="earliest", **common)
+        self.topic = topic
+        self.task: asyncio.Task[None] | None = None
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.held = {tp.partition for tp in assigned}
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.held = set()
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self.consumer.subscribe([self.topic], listener=self)
+        self.task = asyncio.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while True:
+            await self.consumer.getmany(timeout_ms=50)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        await self.consumer.stop()
+
+
+async def settled(members: list[Member], what: str) -> list[list[int]]:
+    deadline = time.monotonic() + 30
+    while not covers_all([m.held for m in members]):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within 30 s")
+        await asyncio.sleep(0.05)
+    return [sorted(m.held) for m in members]
+
+
+async def rebalance(
+    common: dict[str, Any], topic: str, group: str
+) -> tuple[list[list[int]], list[list[int]]]:
+    members = [Member(common, topic, group) for _ in range(2)]
+    try:
+        for member in members:
+            await member.start()
+        two = await settled(members, "two members assigned")
+        members.append(Member(common, topic, group))
+        await members[-1].start()
+        three = await settled(members, "three members assigned")
+    finally:
+        await asyncio.gather(*(member.stop() for member in members))
+    return two, three
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

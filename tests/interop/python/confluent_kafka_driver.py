@@ -1,0 +1,278 @@
+"""The client matrix's scenario with confluent-kafka (librdkafka): SCENARIOS.md's steps."""
+
+from __future__ import annotations
+
+import threading
+import time
+from importlib import metadata
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+)
+from scenario import (
+    CONFIG_RETRIES,
+    LATE_INTERVAL,
+    LATE_MESSAGES,
+    PARTITIONS,
+    RETENTION_MS,
+    Scenario,
+    StepFailed,
+    covers_all,
+    fail,
+    wait_until,
+    watchdog,
+)
+
+CLIENT = "confluent-kafka"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+TIMEOUT = 20.0
+
+
+def main() -> int:
+    watchdog(CLIENT)
+    run = Scenario(CLIENT, metadata.version(CLIENT))
+    try:
+        scenario(run)
+    except StepFailed as failed:
+        return fail(CLIENT, failed)
+    run.finish()
+    return 0
+
+
+def scenario(run: Scenario) -> None:
+    flags, report = run.flags, run.report
+    common = {"bootstrap.servers": flags.bootstrap, "client.id": f"{CLIENT}-scenarios"}
+    admin = AdminClient(common)
+    topic, group = flags.topic, flags.group
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    with run.step("create_topic"):
+        new = NewTopic(topic, PARTITIONS, 1, config={"retention.ms": RETENTION_MS})
+        admin.create_topics([new])[topic].result(TIMEOUT)
+
+    with run.step("describe_configs"):
+        entries = describe_topic(admin, topic)
+        report["topic_configs"] = {name: entry.value for name, entry in entries.items()}
+        report["default_config"] = {name: entry.is_default for name, entry in entries.items()}
+
+    with run.step("produce"):
+        report["codecs"], report["partitioner"] = list(CODECS), "crc32"
+        report["produced"] = produce(run, common)
+    run.done("headers", "timestamps", "keyed")
+
+    with run.step("consume_group"):
+        reader = Consumer(
+            {
+                **common,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        reader.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT
+        while len(report.get("consumed", {})) < flags.messages:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {len(report.get('consumed', {}))} messages")
+            message = reader.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                raise RuntimeError(message.error())
+            keep(run, message)
+        reader.commit(asynchronous=False)
+        reader.close()
+
+    with run.step("committed"):
+        wanted = confluent_kafka.ConsumerGroupTopicPartitions(group, partitions)
+        [listed] = admin.list_consumer_group_offsets([wanted]).values()
+        found = listed.result(TIMEOUT).topic_partitions
+        report["committed"] = {tp.partition: tp.offset for tp in found}
+
+    with run.step("list_offsets"):
+        report["oldest"] = list_offsets(admin, partitions, OffsetSpec.earliest())
+        report["newest"] = list_offsets(admin, partitions, OffsetSpec.latest())
+
+    target = run.time_target()
+    with run.step("offsets_for_time"):
+        report["time_target"] = target
+        at_time = list_offsets(admin, partitions, OffsetSpec.for_timestamp(target))
+        report["offsets_for_time"] = at_time
+
+    with run.step("from_timestamp"):
+        start = [TopicPartition(topic, p, at) for p, at in at_time.items() if at >= 0]
+        report["from_timestamp"] = read_from(common, start, report["newest"])
+
+    with run.step("from_latest"):
+        report["from_latest"] = from_latest(common, topic, f"{group}-latest")
+
+    with run.step("rebalance"):
+        two, three = rebalance(common, topic, f"{group}-trio")
+        report["group_of_two"], report["group_of_three"] = two, three
+
+    with run.step("list_groups"):
+        listed_groups = admin.list_consumer_groups().result(TIMEOUT)
+        report["groups"] = sorted(found.group_id for found in listed_groups.valid)
+
+    with run.step("describe_group"):
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT)
+        # The enum's names are Kafka's states in capitals (EMPTY, STABLE, ...).
+        report["group_state"] = described.state.name.replace("_", "").title()
+
+    with run.step("delete_topic"):
+        admin.delete_topics([topic])[topic].result(TIMEOUT)
+
+
+def describe_topic(admin: AdminClient, topic: str) -> dict[str, Any]:
+    resource = ConfigResource("topic", topic)
+    for attempt in range(CONFIG_RETRIES):
+        try:
+            return dict(admin.describe_configs([resource])[resource].result(TIMEOUT))
+        except confluent_kafka.KafkaException as exc:
+            code = exc.args[0].code()
+            if code != KafkaError.UNKNOWN_TOPIC_OR_PART or attempt == CONFIG_RETRIES - 1:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def produce(run: Scenario, common: dict[str, Any]) -> dict[str, int]:
+    produced: dict[str, int] = {}
+    errors: list[str] = []
+
+    def delivered(error: KafkaError | None, message: confluent_kafka.Message) -> None:
+        if error is not None:
+            errors.append(str(error))
+        else:
+            produced[message.key().decode()] = message.partition()
+
+    producers = [
+        Producer({**common, "acks": "all", "compression.type": codec, "linger.ms": 5})
+        for codec in CODECS
+    ]
+    for index, key in enumerate(run.keys):
+        producers[index % len(CODECS)].produce(
+            run.flags.topic,
+            key=key.encode(),
+            value=f"value-{key}".encode(),
+            headers=[("origin", f"header-{key}".encode())],
+            timestamp=run.timestamp(index),
+            on_delivery=delivered,
+        )
+    for producer in producers:
+        if producer.flush(TIMEOUT) != 0:
+            raise TimeoutError("messages left undelivered")
+    if errors:
+        raise RuntimeError(errors[0])
+    return produced
+
+
+def keep(run: Scenario, message: confluent_kafka.Message) -> None:
+    _, timestamp = message.timestamp()
+    run.record(
+        message.key().decode(),
+        message.value(),
+        message.partition(),
+        message.offset(),
+        timestamp,
+        message.headers(),
+    )
+
+
+def list_offsets(admin: AdminClient, partitions: list[TopicPartition], spec: Any) -> dict[int, int]:
+    answers = admin.list_offsets({tp: spec for tp in partitions})
+    return {tp.partition: answer.result(TIMEOUT).offset for tp, answer in answers.items()}
+
+
+def read_from(
+    common: dict[str, Any], start: list[TopicPartition], newest: dict[int, int]
+) -> list[str]:
+    reader = Consumer({**common, "group.id": "unused", "enable.auto.commit": False})
+    reader.assign(start)
+    remaining = {tp.partition for tp in start if tp.offset < newest[tp.partition]}
+    keys: list[str] = []
+    deadline = time.monotonic() + TIMEOUT
+    while remaining:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions {sorted(remaining)} not read to their end")
+        message = reader.poll(0.2)
+        if message is None or message.error() is not None:
+            continue
+        keys.append(message.key().decode())
+        if message.offset() + 1 >= newest[message.partition()]:
+            remaining.discard(message.partition())
+    reader.close()
+    return keys
+
+
+def from_latest(common: dict[str, Any], topic: str, group: str) -> list[str]:
+    reader = Consumer({**common, "group.id": group, "auto.offset.reset": "latest"})
+    reader.subscribe([topic])
+    writer = Producer({**common, "acks": "all"})
+    keys: list[str] = []
+    sent, next_send = 0, time.monotonic()
+    while not keys:
+        if time.monotonic() >= next_send:
+            if sent == LATE_MESSAGES:
+                raise TimeoutError(f"none of {sent} late messages was read")
+            writer.produce(topic, key=f"late-{sent:03d}".encode(), value=b"late")
+            writer.flush(TIMEOUT)
+            sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
+        message = reader.poll(0.05)
+        if message is not None and message.error() is None:
+            keys.append(message.key().decode())
+    reader.close()
+    return keys
+
+
+class Member(threading.Thread):
+    """A group member polling in its own thread, holding its current assignment."""
+
+    def __init__(self, common: dict[str, Any], topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.held: set[int] = set()
+        self.stopping = threading.Event()
+        self.consumer = Consumer({**common, "group.id": group, "auto.offset.reset": "earliest"})
+        self.consumer.subscribe([topic], on_assign=self.assigned, on_revoke=self.revoked)
+
+    def assigned(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self.held = {tp.partition for tp in partitions}
+
+    def revoked(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self.held = set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.consumer.poll(0.05)
+        self.consumer.close()
+
+
+def rebalance(
+    common: dict[str, Any], topic: str, group: str
+) -> tuple[list[list[int]], list[list[int]]]:
+    members = [Member(common, topic, group) for _ in range(2)]
+    for member in members:
+        member.start()
+    try:
+        wait_until(lambda: covers_all([m.held for m in members]), 30, "two members assigned")
+        two = [sorted(m.held) for m in members]
+        members.append(Member(common, topic, group))
+        members[-1].start()
+        wait_until(lambda: covers_all([m.held for m in members]), 30, "three members assigned")
+        three = [sorted(m.held) for m in members]
+    finally:
+        for member in members:
+            member.stopping.set()
+        for member in members:
+            member.join(TIMEOUT)
+    return two, three
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

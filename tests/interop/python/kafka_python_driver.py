@@ -1,0 +1,263 @@
+"""The client matrix's scenario with kafka-python: SCENARIOS.md's steps."""
+
+from __future__ import annotations
+
+import threading
+import time
+from importlib import metadata
+from typing import Any
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import (
+    ConfigResource,
+    ConfigResourceType,
+    KafkaAdminClient,
+    NewTopic,
+    OffsetSpec,
+    OffsetTimestamp,
+)
+from kafka.errors import UnknownTopicOrPartitionError
+from scenario import (
+    CONFIG_RETRIES,
+    LATE_INTERVAL,
+    LATE_MESSAGES,
+    PARTITIONS,
+    RETENTION_MS,
+    Scenario,
+    StepFailed,
+    covers_all,
+    fail,
+    wait_until,
+    watchdog,
+)
+
+CLIENT = "kafka-python"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+TIMEOUT = 20.0
+
+
+def main() -> int:
+    watchdog(CLIENT)
+    run = Scenario(CLIENT, metadata.version(CLIENT))
+    try:
+        scenario(run)
+    except StepFailed as failed:
+        return fail(CLIENT, failed)
+    run.finish()
+    return 0
+
+
+def scenario(run: Scenario) -> None:
+    flags, report = run.flags, run.report
+    common: dict[str, Any] = {
+        "bootstrap_servers": flags.bootstrap,
+        "client_id": f"{CLIENT}-scenarios",
+    }
+    admin = KafkaAdminClient(**common)
+    topic, group = flags.topic, flags.group
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    with run.step("create_topic"):
+        admin.create_topics(
+            [NewTopic(topic, PARTITIONS, 1, topic_configs={"retention.ms": RETENTION_MS})]
+        )
+
+    with run.step("describe_configs"):
+        entries = describe_topic(admin, topic)
+        report["topic_configs"] = {name: entry["value"] for name, entry in entries.items()}
+        report["default_config"] = {
+            name: entry["config_source"] == "DEFAULT_CONFIG" for name, entry in entries.items()
+        }
+
+    with run.step("produce"):
+        report["codecs"], report["partitioner"] = list(CODECS), "murmur2"
+        report["produced"] = produce(run, common)
+    run.done("headers", "timestamps", "keyed")
+
+    with run.step("consume_group"):
+        reader = KafkaConsumer(
+            topic,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **common,
+        )
+        deadline = time.monotonic() + TIMEOUT
+        while len(report.get("consumed", {})) < flags.messages:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {len(report.get('consumed', {}))} messages")
+            for message in (m for batch in reader.poll(200).values() for m in batch):
+                run.record(
+                    message.key.decode(),
+                    message.value,
+                    message.partition,
+                    message.offset,
+                    message.timestamp,
+                    message.headers,
+                )
+        reader.commit()
+        reader.close()
+
+    with run.step("committed"):
+        committed = admin.list_group_offsets({group: partitions})[group]
+        report["committed"] = {tp.partition: found.offset for tp, found in committed.items()}
+
+    with run.step("list_offsets"):
+        report["oldest"] = list_offsets(admin, partitions, OffsetSpec.EARLIEST)
+        report["newest"] = list_offsets(admin, partitions, OffsetSpec.LATEST)
+
+    target = run.time_target()
+    with run.step("offsets_for_time"):
+        report["time_target"] = target
+        at_time = list_offsets(admin, partitions, OffsetTimestamp(target))
+        report["offsets_for_time"] = at_time
+
+    with run.step("from_timestamp"):
+        report["from_timestamp"] = read_from(common, topic, at_time, report["newest"])
+
+    with run.step("from_latest"):
+        report["from_latest"] = from_latest(common, topic, f"{group}-latest")
+
+    with run.step("rebalance"):
+        two, three = rebalance(common, topic, f"{group}-trio")
+        report["group_of_two"], report["group_of_three"] = two, three
+
+    with run.step("list_groups"):
+        report["groups"] = sorted(found["group_id"] for found in admin.list_groups())
+
+    with run.step("describe_group"):
+        report["group_state"] = admin.describe_groups([group])[group]["group_state"]
+
+    with run.step("delete_topic"):
+        admin.delete_topics([topic])
+    admin.close()
+
+
+def describe_topic(admin: KafkaAdminClient, topic: str) -> dict[str, Any]:
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+    for attempt in range(CONFIG_RETRIES):
+        try:
+            found: dict[str, Any] = admin.describe_configs([resource], config_filter="all")
+            return found["topic"][topic]  # type: ignore[no-any-return]
+        except UnknownTopicOrPartitionError:
+            if attempt == CONFIG_RETRIES - 1:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def produce(run: Scenario, common: dict[str, Any]) -> dict[str, int]:
+    producers = [
+        KafkaProducer(
+            acks="all", compression_type=None if codec == "none" else codec, linger_ms=5, **common
+        )
+        for codec in CODECS
+    ]
+    sent = []
+    for index, key in enumerate(run.keys):
+        future = producers[index % len(CODECS)].send(
+            run.flags.topic,
+            key=key.encode(),
+            value=f"value-{key}".encode(),
+            headers=[("origin", f"header-{key}".encode())],
+            timestamp_ms=run.timestamp(index),
+        )
+        sent.append((key, future))
+    produced = {key: future.get(TIMEOUT).partition for key, future in sent}
+    for producer in producers:
+        producer.close(TIMEOUT)
+    return produced
+
+
+def list_offsets(
+    admin: KafkaAdminClient, partitions: list[TopicPartition], spec: Any
+) -> dict[int, int]:
+    found = admin.list_partition_offsets({tp: spec for tp in partitions})
+    return {tp.partition: answer.offset for tp, answer in found.items()}
+
+
+def read_from(
+    common: dict[str, Any], topic: str, start: dict[int, int], newest: dict[int, int]
+) -> list[str]:
+    reader = KafkaConsumer(enable_auto_commit=False, **common)
+    wanted = {p: at for p, at in start.items() if 0 <= at < newest[p]}
+    reader.assign([TopicPartition(topic, p) for p in wanted])
+    for partition, at in wanted.items():
+        reader.seek(TopicPartition(topic, partition), at)
+    keys: list[str] = []
+    remaining = set(wanted)
+    deadline = time.monotonic() + TIMEOUT
+    while remaining:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions {sorted(remaining)} not read to their end")
+        for message in (m for batch in reader.poll(200).values() for m in batch):
+            keys.append(message.key.decode())
+            if message.offset + 1 >= newest[message.partition]:
+                remaining.discard(message.partition)
+    reader.close()
+    return keys
+
+
+def from_latest(common: dict[str, Any], topic: str, group: str) -> list[str]:
+    reader = KafkaConsumer(topic, group_id=group, auto_offset_reset="latest", **common)
+    writer = KafkaProducer(acks="all", **common)
+    keys: list[str] = []
+    sent, next_send = 0, time.monotonic()
+    while not keys:
+        if time.monotonic() >= next_send:
+            if sent == LATE_MESSAGES:
+                raise TimeoutError(f"none of {sent} late messages was read")
+            writer.send(topic, key=f"late-{sent:03d}".encode(), value=b"late").get(TIMEOUT)
+            sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
+        for message in (m for batch in reader.poll(50).values() for m in batch):
+            keys.append(message.key.decode())
+    writer.close(TIMEOUT)
+    reader.close()
+    return keys
+
+
+class Member(threading.Thread, ConsumerRebalanceListener):  # type: ignore[misc]
+    """A group member polling in its own thread, holding its current assignment."""
+
+    def __init__(self, common: dict[str, Any], topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.held: set[int] = set()
+        self.stopping = threading.Event()
+        self.consumer = KafkaConsumer(group_id=group, auto_offset_reset="earliest", **common)
+        self.consumer.subscribe([topic], listener=self)
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.held = {tp.partition for tp in assigned}
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.held = set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.consumer.poll(50)
+        self.consumer.close()
+
+
+def rebalance(
+    common: dict[str, Any], topic: str, group: str
+) -> tuple[list[list[int]], list[list[int]]]:
+    members = [Member(common, topic, group) for _ in range(2)]
+    for member in members:
+        member.start()
+    try:
+        wait_until(lambda: covers_all([m.held for m in members]), 30, "two members assigned")
+        two = [sorted(m.held) for m in members]
+        members.append(Member(common, topic, group))
+        members[-1].start()
+        wait_until(lambda: covers_all([m.held for m in members]), 30, "three members assigned")
+        three = [sorted(m.held) for m in members]
+    finally:
+        for member in members:
+            member.stopping.set()
+        for member in members:
+            member.join(TIMEOUT)
+    return two, three
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

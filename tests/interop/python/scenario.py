@@ -1,0 +1,142 @@
+"""What the Python drivers of the client matrix share: flags, the report, steps, the run.
+
+tests/interop/SCENARIOS.md is the catalogue each driver follows; this module keeps the
+bookkeeping (which steps were done, which skipped and why) the same for every driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+PARTITIONS = 3
+RETENTION_MS = "3600000"
+RUN_LIMIT = 60.0  # seconds: a driver that has not finished by then fails its run
+LATE_INTERVAL = 0.2  # seconds between the late messages of the from_latest step
+LATE_MESSAGES = 100
+CONFIG_RETRIES = 100  # a real Kafka describes a new topic a moment after creating it
+
+
+@dataclass(frozen=True)
+class Flags:
+    bootstrap: str
+    topic: str
+    group: str
+    messages: int
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, cause: BaseException) -> None:
+        super().__init__(f"{step}: {type(cause).__name__}: {cause}")
+
+
+class Scenario:
+    """The report one run fills in, step by step."""
+
+    def __init__(self, client: str, version: str, argv: list[str] | None = None) -> None:
+        self.flags = parse_flags(sys.argv[1:] if argv is None else argv)
+        count = self.flags.messages
+        self.keys = [f"key-{i:03d}" for i in range(count)]
+        # A second-rounded wall clock a little in the past: within any retention.
+        self.base_timestamp = (int(time.time()) - count - 60) * 1000
+        self.report: dict[str, Any] = {
+            "client": client,
+            "version": version,
+            "steps": [],
+            "skipped": {},
+            "base_timestamp": self.base_timestamp,
+        }
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except StepFailed:
+            raise
+        except Exception as exc:
+            raise StepFailed(name, exc) from exc
+        self.report["steps"].append(name)
+
+    def done(self, *names: str) -> None:
+        """Steps carried out as part of another (headers and timestamps with produce)."""
+        self.report["steps"].extend(names)
+
+    def skip(self, name: str, reason: str) -> None:
+        self.report["skipped"][name] = reason
+
+    def timestamp(self, index: int) -> int:
+        return self.base_timestamp + 1000 * index
+
+    def time_target(self) -> int:
+        return self.timestamp(self.flags.messages // 2)
+
+    def record(
+        self,
+        key: str,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:
+        self.report.setdefault("consumed", {})[key] = {
+            "value": (value or b"").decode(),
+            "partition": partition,
+            "offset": offset,
+            "timestamp": timestamp,
+            "headers": {name: data.decode() for name, data in headers or []},
+        }
+
+    def finish(self) -> None:
+        sys.stdout.write(json.dumps(self.report, sort_keys=True) + "\n")
+        sys.stdout.flush()
+
+
+def parse_flags(argv: list[str]) -> Flags:
+    """Go-style flags, as every driver of the matrix takes them."""
+    parser = argparse.ArgumentParser()
+    for name in ("bootstrap", "topic", "group"):
+        parser.add_argument(f"-{name}", f"--{name}", required=True)
+    parser.add_argument("-messages", "--messages", type=int, default=30)
+    parsed = parser.parse_args(argv)
+    return Flags(parsed.bootstrap, parsed.topic, parsed.group, parsed.messages)
+
+
+def watchdog(client: str) -> None:
+    """End the process if the run outlives RUN_LIMIT: a hung client fails, never hangs."""
+
+    def expire() -> None:
+        sys.stderr.write(f"{client}-scenarios: timeout: not finished within {RUN_LIMIT} s\n")
+        sys.stderr.flush()
+        os._exit(2)
+
+    timer = threading.Timer(RUN_LIMIT, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def fail(client: str, error: BaseException) -> int:
+    sys.stderr.write(f"{client}-scenarios: {error}\n")
+    return 1
+
+
+def covers_all(assignments: list[set[int]]) -> bool:
+    """Each member holds something and together they hold every partition exactly once."""
+    flat = [partition for held in assignments for partition in held]
+    return all(assignments) and sorted(flat) == list(range(PARTITIONS))
+
+
+def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout} s")
+        time.sleep(interval)
