@@ -1,6 +1,8 @@
 """ApiVersions (key 18), versions 0-4.
 
-The advertised ranges come from the handler registry, never from a second list.
+The advertised ranges come from the handler registry, never from a second list. Produce
+is listed from v0 although v0-2 are not served, as Kafka 4 lists it: librdkafka before
+2.11.1 compresses gzip, snappy and lz4 batches only for a broker that lists Produce v0.
 A request at a version above 4 gets UNSUPPORTED_VERSION in the v0 body layout, listing
 the ApiVersions range, so the client can retry at a version both sides know.
 Not done: supported and finalized features (empty).
@@ -27,7 +29,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.make(
             "ApiVersion",
             api_key=handler.api_key,
-            min_version=handler.min_version,
+            min_version=handler.advertised_min,
             max_version=handler.max_version,
         )
         for handler in sorted(HANDLERS.values(), key=lambda h: h.api_key)

@@ -173,7 +173,8 @@ def _partition_response(
     )
 
 
-@api(0, "Produce", 3, 11)
+# Listed from v0 (see api_versions); a v0-2 request still closes the connection.
+@api(0, "Produce", 3, 11, advertised_min_version=0)
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     acks = request.acks

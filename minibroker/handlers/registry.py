@@ -81,18 +81,33 @@ class ApiHandler:
     min_version: int
     max_version: int
     handle: Handler
+    # What ApiVersions lists as the lowest version, when it is below the lowest served.
+    advertised_min_version: int | None = None
+
+    @property
+    def advertised_min(self) -> int:
+        if self.advertised_min_version is None:
+            return self.min_version
+        return self.advertised_min_version
 
 
 HANDLERS: dict[int, ApiHandler] = {}
 
 
 def api(
-    api_key: int, name: str, min_version: int, max_version: int
+    api_key: int,
+    name: str,
+    min_version: int,
+    max_version: int,
+    *,
+    advertised_min_version: int | None = None,
 ) -> Callable[[Handler], Handler]:
     def register(handle: Handler) -> Handler:
         if api_key in HANDLERS:
             raise RuntimeError(f"api key {api_key} registered twice")
-        HANDLERS[api_key] = ApiHandler(api_key, name, min_version, max_version, handle)
+        HANDLERS[api_key] = ApiHandler(
+            api_key, name, min_version, max_version, handle, advertised_min_version
+        )
         return handle
 
     return register
