@@ -124,6 +124,7 @@ KCAT_LACKS = frozenset(
     {
         "create_topic",
         "describe_configs",
+        "timestamps",
         "committed",
         "list_groups",
         "describe_group",

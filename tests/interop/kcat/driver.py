@@ -1,0 +1,403 @@
+"""kcat's driver for the client matrix (tests/interop/SCENARIOS.md): every step run by the
+kcat binary, one process per action.
+
+    python driver.py -bootstrap HOST:PORT -topic T -group G -messages N [-kcat PATH]
+
+kcat cannot create topics, so T must already exist with 3 partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+PARTITIONS = 3
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+DEADLINE = 57  # seconds for the whole run, inside the catalogue's 60
+RUN_TIMEOUT = 20  # seconds for one kcat process
+REBALANCE_TIMEOUT = 25  # seconds for a group to settle
+SETTLE = 0.5  # seconds an assignment must hold before it counts
+SKIPPED = {
+    "create_topic": "kcat has no command to create topics",
+    "describe_configs": "kcat has no command to read topic configs",
+    "timestamps": "kcat's producer has no option to set a message's create time",
+    "committed": "kcat has no command to read a group's committed offsets",
+    "list_groups": "kcat has no command to list groups",
+    "describe_group": "kcat has no command to describe a group",
+    "delete_topic": "kcat has no command to delete topics",
+}
+DELIVERED = re.compile(r"Message delivered to partition (-?\d+) \(offset (-?\d+)\)")
+# librdkafka's msg debug names the codec each batch went out with; it sends a batch
+# uncompressed when compressing does not shrink it (one small message never shrinks).
+SENT = re.compile(r"Produce MessageSet with \d+ message\(s\) \(.*, (\w+)\)$", re.MULTILINE)
+QUERIED = re.compile(r"^(.*) \[(\d+)\] offset (-?\d+)$")
+REBALANCED = re.compile(r"rebalanced \(memberid [^)]*\): (assigned|revoked): ?(.*)$")
+
+
+current_step = "start"
+
+
+class StepError(Exception):
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"{step}: {message}")
+
+
+def out_of_time(signum: int, frame: Any) -> None:
+    # Raised in the main thread: subprocess.run kills its kcat, rebalance stops its members.
+    raise StepError(current_step, f"no report after {DEADLINE} s")
+
+
+def parse_flags(argv: list[str]) -> dict[str, str]:
+    """Go-style flags: -name value, -name=value, --name value."""
+    known = {"bootstrap", "topic", "group", "messages", "kcat"}
+    flags: dict[str, str] = {}
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-"):
+            raise SystemExit(f"unexpected argument {arg!r}")
+        name, has_value, value = arg.lstrip("-").partition("=")
+        if name not in known:
+            raise SystemExit(f"unknown flag -{name}")
+        if not has_value:
+            if not rest:
+                raise SystemExit(f"flag -{name} needs a value")
+            value = rest.pop(0)
+        flags[name] = value
+    for required in ("bootstrap", "topic", "group"):
+        if required not in flags:
+            raise SystemExit(f"-{required} is required")
+    return flags
+
+
+class Kcat:
+    def __init__(self, binary: str, bootstrap: str) -> None:
+        self.binary = binary
+        self.bootstrap = bootstrap
+
+    def command(self, *args: str) -> list[str]:
+        return [self.binary, "-b", self.bootstrap, "-m", "10", *args]
+
+    def run(self, step: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        try:
+            done = subprocess.run(
+                self.command(*args),
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired as timeout:
+            raise StepError(step, f"kcat {' '.join(args)} timed out: {timeout.stderr!r}") from None
+        if done.returncode != 0:
+            raise StepError(
+                step, f"kcat {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}"
+            )
+        return done
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(*args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def version(self) -> str:
+        done = subprocess.run([self.binary, "-V"], capture_output=True, text=True, timeout=10)
+        found = re.search(r"Version (\S+) .*librdkafka (\S+)", done.stdout + done.stderr)
+        return f"{found[1]} (librdkafka {found[2]})" if found else "unknown"
+
+    def produce_one(
+        self, step: str, topic: str, key: str, value: str, *args: str
+    ) -> tuple[int, set[str]]:
+        """Produces one keyed message: the partition its delivery report names, the codecs
+        its batches went out with."""
+        # -v -v prints each delivery report, -d msg each batch; -K : splits the key off.
+        done = self.run(
+            step,
+            "-P",
+            "-t",
+            topic,
+            "-K",
+            ":",
+            "-X",
+            "acks=all",
+            "-v",
+            "-v",
+            "-d",
+            "msg",
+            *args,
+            stdin=f"{key}:{value}\n",
+        )
+        reports = DELIVERED.findall(done.stderr)
+        if len(reports) != 1:
+            raise StepError(step, f"{key}: no delivery report in {done.stderr!r}")
+        sent = {"none" if codec == "uncompressed" else codec for codec in SENT.findall(done.stderr)}
+        return int(reports[0][0]), sent
+
+    def query(self, step: str, topic: str, timestamp: int) -> dict[int, int]:
+        """-Q: each partition's offset for a time (-2 oldest, -1 newest)."""
+        args = ["-Q"]
+        for partition in range(PARTITIONS):
+            args += ["-t", f"{topic}:{partition}:{timestamp}"]
+        done = self.run(step, *args)
+        found = {}
+        for line in done.stdout.splitlines():
+            matched = QUERIED.match(line.strip())
+            if matched and matched[1] == topic:
+                found[int(matched[2])] = int(matched[3])
+        if sorted(found) != list(range(PARTITIONS)):
+            raise StepError(step, f"partitions missing from {done.stdout!r}")
+        return found
+
+    def read(self, step: str, *args: str) -> list[dict[str, Any]]:
+        """Consumes with a JSON envelope per message until every partition's end (-e)."""
+        done = self.run(step, *args, "-e", "-J")
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def record_of(message: dict[str, Any]) -> dict[str, Any]:
+    flat = message.get("headers") or []
+    return {
+        "value": message["payload"],
+        "partition": message["partition"],
+        "offset": message["offset"],
+        "timestamp": message["ts"],
+        "headers": dict(zip(flat[::2], flat[1::2], strict=True)),
+    }
+
+
+class Member:
+    """One kcat -G process; follows its assignment from what kcat prints on stderr."""
+
+    def __init__(self, kcat: Kcat, group: str, topic: str) -> None:
+        self.process = kcat.start(
+            "-G",
+            group,
+            "-X",
+            "heartbeat.interval.ms=500",
+            "-X",
+            "session.timeout.ms=10000",
+            "-X",
+            "auto.offset.reset=latest",
+            topic,
+        )
+        self.assigned: list[int] = []
+        self.log: list[str] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._follow, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _follow(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self.lock:
+                self.log.append(line)
+                found = REBALANCED.search(line)
+                if found is None:
+                    continue
+                partitions = [int(p) for p in re.findall(r"\[(\d+)\]", found[2])]
+                if found[1] == "assigned":
+                    self.assigned = sorted(partitions)
+                else:
+                    self.assigned = []
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for _ in self.process.stdout:
+            pass
+
+    def assignment(self) -> list[int]:
+        with self.lock:
+            return list(self.assigned)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            # kcat closes its consumer on SIGTERM, which leaves the group.
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise StepError("rebalance", "a kcat -G member did not leave on SIGTERM") from None
+
+
+def settled(members: list[Member], expected: Any) -> list[list[int]]:
+    """Waits until `expected(assignments)` holds for SETTLE seconds running."""
+    deadline = time.monotonic() + REBALANCE_TIMEOUT
+    since = None
+    while time.monotonic() < deadline:
+        for member in members:
+            if member.process.poll() is not None:
+                raise StepError("rebalance", f"a member exited: {''.join(member.log)[-2000:]}")
+        assignments = [member.assignment() for member in members]
+        if expected(assignments):
+            since = since or time.monotonic()
+            if time.monotonic() - since >= SETTLE:
+                return assignments
+        else:
+            since = None
+        time.sleep(0.05)
+    seen = [member.assignment() for member in members]
+    raise StepError("rebalance", f"assignments did not settle, last {seen}")
+
+
+def covers(assignments: list[list[int]]) -> bool:
+    flat = sorted(p for assigned in assignments for p in assigned)
+    return all(assignments) and flat == list(range(PARTITIONS))
+
+
+def rebalance(kcat: Kcat, group: str, topic: str) -> tuple[list[list[int]], list[list[int]]]:
+    members = [Member(kcat, group, topic), Member(kcat, group, topic)]
+    try:
+        two = settled(members, covers)
+        members.append(Member(kcat, group, topic))
+        three = settled(members, lambda got: covers(got) and all(len(a) == 1 for a in got))
+    finally:
+        for member in members:
+            member.stop()
+    return two, three
+
+
+def from_latest(kcat: Kcat, topic: str) -> list[str]:
+    """A consumer at the end (-o end); late-NNN produced every 200 ms until it reads one."""
+    reader = kcat.start("-C", "-t", topic, "-o", "end", "-J", "-u", "-q")
+    lines: queue.Queue[str] = queue.Queue()
+
+    def collect() -> None:
+        assert reader.stdout is not None
+        for line in reader.stdout:
+            if line.strip():
+                lines.put(line)
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
+    read: list[str] = []
+    start = time.monotonic()
+    try:
+        for i in range(100):
+            key = f"late-{i:03d}"
+            kcat.produce_one("from_latest", topic, key, f"value-{key}")
+            wait = start + 0.2 * (i + 1) - time.monotonic()
+            try:
+                read.append(json.loads(lines.get(timeout=max(wait, 0.01)))["key"])
+                break
+            except queue.Empty:
+                continue
+    finally:
+        reader.send_signal(signal.SIGTERM)
+        try:
+            reader.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            reader.kill()
+            reader.wait()
+    collector.join(timeout=5)
+    while not lines.empty():
+        read.append(json.loads(lines.get())["key"])
+    if not read:
+        raise StepError("from_latest", "the consumer at the end read nothing")
+    return read
+
+
+def main() -> int:
+    global current_step
+    flags = parse_flags(sys.argv[1:])
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(DEADLINE)
+    topic, group = flags["topic"], flags["group"]
+    count = int(flags.get("messages", "30"))
+    binary = flags.get("kcat") or shutil.which("kcat") or "/usr/bin/kcat"
+    kcat = Kcat(binary, flags["bootstrap"])
+    steps: list[str] = []
+    report: dict[str, Any] = {
+        "client": "kcat",
+        "version": kcat.version(),
+        "steps": steps,
+        "skipped": SKIPPED,
+        "partitioner": "crc32",  # librdkafka's default, consistent_random
+    }
+
+    # kcat's -H applies to every message of a run, so each message is its own run.
+    current_step = "produce"
+    produced, codecs = {}, set()
+    for i in range(count):
+        key = f"key-{i:03d}"
+        codec = CODECS[i % len(CODECS)]
+        produced[key], sent = kcat.produce_one(
+            "produce", topic, key, f"value-{key}", "-z", codec, "-H", f"origin=header-{key}"
+        )
+        codecs |= sent
+    report["produced"] = produced
+    # What went over the wire, not what -z asked for.
+    report["codecs"] = sorted(codecs)
+    steps += ["produce", "headers", "keyed"]
+
+    current_step = "consume_group"
+    # -G joins the group; auto commit commits what was read when the consumer closes at -e.
+    messages = kcat.read(
+        "consume_group",
+        "-G",
+        group,
+        "-X",
+        "auto.offset.reset=earliest",
+        "-X",
+        "enable.auto.commit=true",
+        topic,
+    )
+    consumed = {message["key"]: record_of(message) for message in messages}
+    if len(messages) != count or len(consumed) != count:
+        raise StepError("consume_group", f"read {len(messages)} messages, expected {count}")
+    report["consumed"] = consumed
+    steps.append("consume_group")
+
+    current_step = "list_offsets"
+    report["oldest"] = kcat.query("list_offsets", topic, -2)
+    report["newest"] = kcat.query("list_offsets", topic, -1)
+    steps.append("list_offsets")
+
+    current_step = "offsets_for_time"
+    timestamps = sorted(record["timestamp"] for record in consumed.values())
+    target = timestamps[len(timestamps) // 2]
+    report["time_target"] = target
+    report["offsets_for_time"] = kcat.query("offsets_for_time", topic, target)
+    steps.append("offsets_for_time")
+
+    current_step = "from_timestamp"
+    after = kcat.read("from_timestamp", "-C", "-t", topic, "-o", f"s@{target}")
+    report["from_timestamp"] = [message["key"] for message in after]
+    steps.append("from_timestamp")
+
+    current_step = "from_latest"
+    report["from_latest"] = from_latest(kcat, topic)
+    steps.append("from_latest")
+
+    current_step = "rebalance"
+    report["group_of_two"], report["group_of_three"] = rebalance(kcat, group + "-trio", topic)
+    steps.append("rebalance")
+
+    signal.alarm(0)
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except StepError as error:
+        print(f"kcat driver: {error}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as error:
+        print(f"kcat driver: {current_step}: {error!r}", file=sys.stderr)
+        sys.exit(1)
