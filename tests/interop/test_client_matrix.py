@@ -140,7 +140,7 @@ DRIVERS = [
     Driver("aiokafka", "python", "python", "aiokafka_driver.py"),
     Driver("kafka-python", "python", "python", "kafka_python_driver.py"),
     Driver("confluent-kafka", "python", "python", "confluent_kafka_driver.py"),
-    Driver("kcat", "python", "kcat", "driver.py", skips=KCAT_LACKS),
+    Driver("kcat", "python", "python", "kcat_driver.py", skips=KCAT_LACKS),
     Driver("java-3.9", "java", "jvm/matrix", "MatrixDriver", java_line="3.9"),
     Driver("java-4", "java", "jvm/matrix", "MatrixDriver", java_line="4"),
     # Kafka 0.11's versions: the oldest whose record format (magic 2) the broker stores.
@@ -273,7 +273,8 @@ def _build_go(driver: Driver, work: Path) -> list[str]:
     go = shutil.which("go")
     if go is None:
         pytest.skip("Go is not installed (go on PATH)")
-    for source in (HERE / driver.folder).iterdir():
+    # What the Go drivers share (tests/interop/go/common) builds as part of each one.
+    for source in [*(HERE / driver.folder).iterdir(), *(HERE / "go" / "common").glob("*.go")]:
         if source.suffix in (".go", ".mod"):
             shutil.copy(source, work / source.name)
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
@@ -322,7 +323,7 @@ def _build_node(driver: Driver, work: Path) -> list[str]:
 
 
 def _build_python(driver: Driver, work: Path) -> list[str]:
-    if driver.folder == "kcat" and shutil.which("kcat") is None:
+    if driver.name == "kcat" and shutil.which("kcat") is None:
         pytest.skip("kcat is not installed (tools/system_deps.py installs it where it can)")
     return [sys.executable, str(HERE / driver.folder / driver.entry)]
 
@@ -380,14 +381,14 @@ BUILDERS: dict[str, Callable[[Driver, Path], list[str]]] = {
 
 
 class Built:
-    """Each driver built once per session (drivers sharing a folder and line share a build)."""
+    """Each driver built once per session (variants of one driver share its build)."""
 
     def __init__(self, factory: pytest.TempPathFactory) -> None:
         self._factory = factory
-        self._commands: dict[tuple[str, str | None], list[str]] = {}
+        self._commands: dict[tuple[str, str, str | None], list[str]] = {}
 
     def command(self, driver: Driver) -> list[str]:
-        build = (driver.folder, driver.java_line)
+        build = (driver.folder, driver.entry, driver.java_line)
         if build not in self._commands:
             work = self._factory.mktemp(driver.folder.replace("/", "-"))
             self._commands[build] = BUILDERS[driver.language](driver, work)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PARTITIONS = 3
@@ -31,6 +32,7 @@ class Flags:
     topic: str
     group: str
     messages: int
+    extra: Mapping[str, str | None] = field(default_factory=dict)  # a driver's own flags
 
 
 class StepFailed(Exception):
@@ -41,8 +43,14 @@ class StepFailed(Exception):
 class Scenario:
     """The report one run fills in, step by step."""
 
-    def __init__(self, client: str, version: str, argv: list[str] | None = None) -> None:
-        self.flags = parse_flags(sys.argv[1:] if argv is None else argv)
+    def __init__(
+        self,
+        client: str,
+        version: str,
+        argv: list[str] | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.flags = parse_flags(sys.argv[1:] if argv is None else argv, extra)
         count = self.flags.messages
         self.keys = [f"key-{i:03d}" for i in range(count)]
         # A second-rounded wall clock a little in the past: within any retention.
@@ -71,6 +79,9 @@ class Scenario:
 
     def skip(self, name: str, reason: str) -> None:
         self.report["skipped"][name] = reason
+        if name == "timestamps":
+            # The messages do not carry the create times base_timestamp stands for.
+            self.report.pop("base_timestamp", None)
 
     def timestamp(self, index: int) -> int:
         return self.base_timestamp + 1000 * index
@@ -96,22 +107,38 @@ class Scenario:
         }
 
     def finish(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)  # no unwind (watchdog) once the run is done
         sys.stdout.write(json.dumps(self.report, sort_keys=True) + "\n")
         sys.stdout.flush()
 
 
-def parse_flags(argv: list[str]) -> Flags:
-    """Go-style flags, as every driver of the matrix takes them."""
+def parse_flags(argv: list[str], extra: tuple[str, ...] = ()) -> Flags:
+    """Go-style flags, as every driver of the matrix takes them; `extra` names a driver's
+    own optional ones."""
     parser = argparse.ArgumentParser()
     for name in ("bootstrap", "topic", "group"):
         parser.add_argument(f"-{name}", f"--{name}", required=True)
     parser.add_argument("-messages", "--messages", type=int, default=30)
+    for name in extra:
+        parser.add_argument(f"-{name}", f"--{name}", dest=name)
     parsed = parser.parse_args(argv)
-    return Flags(parsed.bootstrap, parsed.topic, parsed.group, parsed.messages)
+    own = {name: getattr(parsed, name) for name in extra}
+    return Flags(parsed.bootstrap, parsed.topic, parsed.group, parsed.messages, own)
 
 
-def watchdog(client: str) -> None:
-    """End the process if the run outlives RUN_LIMIT: a hung client fails, never hangs."""
+def watchdog(client: str, unwind: float = 0.0) -> None:
+    """End the process if the run outlives RUN_LIMIT: a hung client fails, never hangs.
+
+    With `unwind`, that many seconds earlier the main thread gets a TimeoutError (from
+    SIGALRM), so that its `finally` clauses stop the processes it started.
+    """
+    if unwind:
+
+        def interrupt(signum: int, frame: Any) -> None:
+            raise TimeoutError(f"not finished within {RUN_LIMIT - unwind:g} s")
+
+        signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, RUN_LIMIT - unwind)
 
     def expire() -> None:
         sys.stderr.write(f"{client}-scenarios: timeout: not finished within {RUN_LIMIT} s\n")
@@ -128,7 +155,7 @@ def fail(client: str, error: BaseException) -> int:
     return 1
 
 
-def covers_all(assignments: list[set[int]]) -> bool:
+def covers_all(assignments: Sequence[Collection[int]]) -> bool:
     """Each member holds something and together they hold every partition exactly once."""
     flat = [partition for held in assignments for partition in held]
     return all(assignments) and sorted(flat) == list(range(PARTITIONS))

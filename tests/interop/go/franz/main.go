@@ -9,16 +9,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -28,13 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-const (
-	partitions = 3
-	retention  = "3600000"
-	runLimit   = 60 * time.Second
-	lateEvery  = 200 * time.Millisecond
-	lateLimit  = 100
-)
+const program = "franz-scenarios"
 
 var codecs = []struct {
 	name  string
@@ -47,52 +37,11 @@ var codecs = []struct {
 	{"zstd", kgo.ZstdCompression()},
 }
 
-type record struct {
-	Value     string            `json:"value"`
-	Partition int32             `json:"partition"`
-	Offset    int64             `json:"offset"`
-	Timestamp int64             `json:"timestamp"`
-	Headers   map[string]string `json:"headers"`
-}
-
-type report struct {
-	Client         string            `json:"client"`
-	Version        string            `json:"version"`
-	Steps          []string          `json:"steps"`
-	Skipped        map[string]string `json:"skipped"`
-	TopicConfigs   map[string]string `json:"topic_configs,omitempty"`
-	DefaultConfig  map[string]bool   `json:"default_config,omitempty"`
-	Produced       map[string]int32  `json:"produced"` // key -> partition
-	Codecs         []string          `json:"codecs"`
-	Partitioner    string            `json:"partitioner"`
-	BaseTimestamp  int64             `json:"base_timestamp"`
-	Consumed       map[string]record `json:"consumed"`
-	Committed      map[int32]int64   `json:"committed"`
-	Oldest         map[int32]int64   `json:"oldest"`
-	Newest         map[int32]int64   `json:"newest"`
-	TimeTarget     int64             `json:"time_target"`
-	OffsetsForTime map[int32]int64   `json:"offsets_for_time"`
-	FromTimestamp  []string          `json:"from_timestamp"`
-	FromLatest     []string          `json:"from_latest"`
-	GroupOfTwo     [][]int32         `json:"group_of_two"`
-	GroupOfThree   [][]int32         `json:"group_of_three"`
-	Groups         []string          `json:"groups"`
-	GroupState     string            `json:"group_state"`
-}
-
 type run struct {
-	report
-	ctx          context.Context
-	base         []kgo.Opt // every client's options: the broker, the id, the versions
-	admin        *kadm.Client
-	topic, group string
-	count        int
-	current      atomic.Value // the step under way, for the watchdog
-}
-
-func fail(step string, err error) {
-	fmt.Fprintf(os.Stderr, "franz-scenarios: %s: %v\n", step, err)
-	os.Exit(1)
+	*scenario
+	ctx   context.Context
+	base  []kgo.Opt // every client's options: the broker, the id, the versions
+	admin *kadm.Client
 }
 
 // kgoVersion is the version of the franz-go module this binary was built with.
@@ -113,25 +62,16 @@ func kgoVersion() string {
 }
 
 func main() {
-	bootstrap := flag.String("bootstrap", "", "broker address")
-	topic := flag.String("topic", "", "topic to create and use")
-	group := flag.String("group", "", "consumer group id")
-	count := flag.Int("messages", 30, "messages to produce")
-	version := flag.String("version", "", "Kafka version to speak at most (default: franz-go's newest)")
-	flag.Parse()
-
+	o := parseOptions("Kafka version to speak at most (default: franz-go's newest)")
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
-	r := &run{ctx: ctx, topic: *topic, group: *group, count: *count,
-		base: []kgo.Opt{kgo.SeedBrokers(*bootstrap), kgo.ClientID("franz-scenarios")}}
-	r.report = report{
-		Client: "franz-go", Version: kgoVersion(), Steps: []string{}, Skipped: map[string]string{},
-		Produced: map[string]int32{}, Oldest: map[int32]int64{}, Newest: map[int32]int64{},
-	}
-	if *version != "" {
-		versions := kversion.FromString(*version)
+	r := &run{scenario: newScenario("franz-go", o), ctx: ctx,
+		base: []kgo.Opt{kgo.SeedBrokers(o.bootstrap), kgo.ClientID(program)}}
+	r.Version = kgoVersion()
+	if o.version != "" {
+		versions := kversion.FromString(o.version)
 		if versions == nil {
-			fail("version", fmt.Errorf("unknown Kafka version %q", *version))
+			fail("version", fmt.Errorf("unknown Kafka version %q", o.version))
 		}
 		produce, _ := versions.LookupMaxKeyVersion(int16(kmsg.Produce))
 		if produce < 3 {
@@ -141,19 +81,14 @@ func main() {
 			codecs = codecs[:4] // zstd needs Produce v7 (Kafka 2.1)
 		}
 		r.base = append(r.base, kgo.MaxVersions(versions))
-		r.Version = *version
+		r.Version = o.version
 	}
-	r.current.Store("start")
-	time.AfterFunc(runLimit, func() {
-		fail(r.current.Load().(string), fmt.Errorf("not finished within %s", runLimit))
-	})
 
 	adminClient, err := kgo.NewClient(r.base...)
 	if err != nil {
 		fail("admin", err)
 	}
 	r.admin = kadm.NewClient(adminClient)
-	done := func() error { return nil } // carried by the produce step's records
 
 	r.do("create_topic", func() error {
 		_, err := r.admin.CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": ptr(retention)}, r.topic)
@@ -161,9 +96,7 @@ func main() {
 	})
 	r.do("describe_configs", r.describeConfigs)
 	r.do("produce", r.produce)
-	r.do("headers", done)
-	r.do("timestamps", done)
-	r.do("keyed", done)
+	r.done("headers", "timestamps", "keyed")
 	r.do("consume_group", r.consumeGroup)
 	r.do("committed", func() error {
 		offsets, err := r.admin.FetchOffsets(ctx, r.group)
@@ -199,23 +132,8 @@ func main() {
 	})
 
 	adminClient.Close()
-	encoded, err := json.Marshal(r.report)
-	if err != nil {
-		fail("report", err)
-	}
-	fmt.Println(string(encoded))
+	r.finish()
 }
-
-// do runs step; a failure ends the run naming the step.
-func (r *run) do(step string, action func() error) {
-	r.current.Store(step)
-	if err := action(); err != nil {
-		fail(step, err)
-	}
-	r.Steps = append(r.Steps, step)
-}
-
-func (r *run) timestamp(i int) int64 { return r.BaseTimestamp + 1000*int64(i) }
 
 func (r *run) describeConfigs() error {
 	var resource kadm.ResourceConfig
@@ -245,7 +163,6 @@ func (r *run) describeConfigs() error {
 // the keys go through kgo's default partitioner, which hashes keys with murmur2 as
 // Java's client does.
 func (r *run) produce() error {
-	r.BaseTimestamp = (time.Now().Unix() - int64(r.count) - 60) * 1000
 	for c, codec := range codecs {
 		producer, err := kgo.NewClient(append(r.base, kgo.DefaultProduceTopic(r.topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(codec.codec))...)
@@ -254,7 +171,7 @@ func (r *run) produce() error {
 		}
 		var records []*kgo.Record
 		for i := c; i < r.count; i += len(codecs) {
-			key := fmt.Sprintf("key-%03d", i)
+			key := messageKey(i)
 			records = append(records, &kgo.Record{
 				Key:       []byte(key),
 				Value:     []byte("value-" + key),
@@ -366,11 +283,7 @@ func (r *run) fromTimestamp() error {
 		}
 		return true
 	})
-	r.FromTimestamp = []string{}
-	for key := range records {
-		r.FromTimestamp = append(r.FromTimestamp, key)
-	}
-	sort.Strings(r.FromTimestamp)
+	r.FromTimestamp = sortedKeys(records)
 	return err
 }
 
@@ -394,7 +307,7 @@ func (r *run) fromLatest() error {
 	go func() {
 		defer stop()
 		for i := 0; i < lateLimit; i++ {
-			key := fmt.Sprintf("late-%03d", i)
+			key := lateKey(i)
 			late := &kgo.Record{Key: []byte(key), Value: []byte("value-" + key)}
 			if err := producer.ProduceSync(ctx, late).FirstErr(); err != nil {
 				produced <- err
@@ -414,10 +327,7 @@ func (r *run) fromLatest() error {
 	if late := <-produced; late != nil && !errors.Is(late, context.Canceled) {
 		return late
 	}
-	for key := range records {
-		r.FromLatest = append(r.FromLatest, key)
-	}
-	sort.Strings(r.FromLatest)
+	r.FromLatest = sortedKeys(records)
 	return err
 }
 
@@ -443,7 +353,7 @@ func (m *member) change(partitions map[string][]int32, own bool) {
 	}
 }
 
-func (m *member) owning() []int32 {
+func (m *member) holding() []int32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var owned []int32
@@ -458,20 +368,18 @@ func (m *member) owning() []int32 {
 func (r *run) rebalance() error {
 	ctx, stop := context.WithCancel(r.ctx)
 	defer stop()
-	var members []*member
 	var polling sync.WaitGroup
 	failed := make(chan error, 3)
-	join := func() error {
+	members, err := grow(r.scenario, func() (*member, error) {
 		m := &member{owned: map[int32]bool{}}
 		assigned := func(_ context.Context, _ *kgo.Client, added map[string][]int32) { m.change(added, true) }
 		revoked := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.change(lost, false) }
 		client, err := kgo.NewClient(append(r.base, kgo.ConsumerGroup(r.group+"-trio"), kgo.ConsumeTopics(r.topic),
 			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(revoked))...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		m.client = client
-		members = append(members, m)
 		polling.Add(1)
 		go func() {
 			defer polling.Done()
@@ -482,23 +390,10 @@ func (r *run) rebalance() error {
 				}
 			}
 		}()
-		return nil
-	}
-	for _, size := range []int{2, 3} {
-		for len(members) < size {
-			if err := join(); err != nil {
-				return err
-			}
-		}
-		owned, err := settle(members, failed)
-		if err != nil {
-			return fmt.Errorf("group of %d: %w", size, err)
-		}
-		if size == 2 {
-			r.GroupOfTwo = owned
-		} else {
-			r.GroupOfThree = owned
-		}
+		return m, nil
+	}, failed)
+	if err != nil {
+		return err
 	}
 	stop()
 	polling.Wait()
@@ -507,29 +402,3 @@ func (r *run) rebalance() error {
 	}
 	return nil
 }
-
-// settle waits until every member owns partitions, none owned twice, all owned.
-func settle(members []*member, failed <-chan error) ([][]int32, error) {
-	for {
-		owned, seen := make([][]int32, len(members)), map[int32]bool{}
-		covered := true
-		for i, m := range members {
-			owned[i] = m.owning()
-			covered = covered && len(owned[i]) > 0
-			for _, partition := range owned[i] {
-				covered = covered && !seen[partition]
-				seen[partition] = true
-			}
-		}
-		if covered && len(seen) == partitions {
-			return owned, nil
-		}
-		select {
-		case err := <-failed:
-			return nil, err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func ptr[T any](value T) *T { return &value }

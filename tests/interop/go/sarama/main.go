@@ -10,27 +10,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 )
 
-const (
-	partitions = 3
-	retention  = "3600000"
-	runLimit   = 60 * time.Second
-	lateEvery  = 200 * time.Millisecond
-	lateLimit  = 100
-)
+const program = "sarama-scenarios"
 
 // The Kafka release whose versions a step needs; speaking an older one skips it. The
 // floor is 0.10.2 (sarama's consumer groups): create times and ListOffsets by time are
@@ -52,66 +42,18 @@ var codecs = []struct {
 	{"zstd", sarama.CompressionZSTD, sarama.V2_1_0_0},
 }
 
-type record struct {
-	Value     string            `json:"value"`
-	Partition int32             `json:"partition"`
-	Offset    int64             `json:"offset"`
-	Timestamp int64             `json:"timestamp"`
-	Headers   map[string]string `json:"headers"`
-}
-
-// The configs are left out when describe_configs is skipped.
-type report struct {
-	Client         string            `json:"client"`
-	Version        string            `json:"version"`
-	Steps          []string          `json:"steps"`
-	Skipped        map[string]string `json:"skipped"`
-	TopicConfigs   map[string]string `json:"topic_configs,omitempty"`
-	DefaultConfig  map[string]bool   `json:"default_config,omitempty"`
-	Produced       map[string]int32  `json:"produced"` // key -> partition
-	Codecs         []string          `json:"codecs"`
-	Partitioner    string            `json:"partitioner"`
-	BaseTimestamp  int64             `json:"base_timestamp"`
-	Consumed       map[string]record `json:"consumed"`
-	Committed      map[int32]int64   `json:"committed"`
-	Oldest         map[int32]int64   `json:"oldest"`
-	Newest         map[int32]int64   `json:"newest"`
-	TimeTarget     int64             `json:"time_target"`
-	OffsetsForTime map[int32]int64   `json:"offsets_for_time"`
-	FromTimestamp  []string          `json:"from_timestamp"`
-	FromLatest     []string          `json:"from_latest"`
-	GroupOfTwo     [][]int32         `json:"group_of_two"`
-	GroupOfThree   [][]int32         `json:"group_of_three"`
-	Groups         []string          `json:"groups"`
-	GroupState     string            `json:"group_state"`
-}
-
 type run struct {
-	report
-	addrs        []string
-	version      sarama.KafkaVersion
-	topic, group string
-	count        int
-	current      atomic.Value // the step under way, for the watchdog
-}
-
-func fail(step string, err error) {
-	fmt.Fprintf(os.Stderr, "sarama-scenarios: %s: %v\n", step, err)
-	os.Exit(1)
+	*scenario
+	addrs   []string
+	version sarama.KafkaVersion
 }
 
 func main() {
-	bootstrap := flag.String("bootstrap", "", "broker address")
-	topic := flag.String("topic", "", "topic to create and use")
-	group := flag.String("group", "", "consumer group id")
-	count := flag.Int("messages", 30, "messages to produce")
-	version := flag.String("version", "", "Kafka version to speak (default: sarama's)")
-	flag.Parse()
-
-	r := &run{addrs: []string{*bootstrap}, version: sarama.DefaultVersion,
-		topic: *topic, group: *group, count: *count}
-	if *version != "" {
-		parsed, err := sarama.ParseKafkaVersion(*version)
+	o := parseOptions("Kafka version to speak (default: sarama's)")
+	r := &run{scenario: newScenario("sarama", o), addrs: []string{o.bootstrap},
+		version: sarama.DefaultVersion}
+	if o.version != "" {
+		parsed, err := sarama.ParseKafkaVersion(o.version)
 		if err != nil {
 			fail("version", err)
 		}
@@ -120,15 +62,12 @@ func main() {
 	if !r.version.IsAtLeast(sarama.V0_10_2_0) {
 		fail("version", errors.New("sarama's consumer groups need Kafka 0.10.2 or newer"))
 	}
-	r.report = report{
-		Client: "sarama", Version: r.version.String(), Steps: []string{},
-		Skipped: map[string]string{}, Produced: map[string]int32{}, Codecs: []string{},
-		Oldest: map[int32]int64{}, Newest: map[int32]int64{},
+	r.Version = r.version.String()
+	for step, needs := range stepNeeds {
+		if !r.version.IsAtLeast(needs) {
+			r.skip(step, fmt.Sprintf("needs Kafka %s's versions; sarama speaks %s's", needs, r.version))
+		}
 	}
-	r.current.Store("start")
-	time.AfterFunc(runLimit, func() {
-		fail(r.current.Load().(string), fmt.Errorf("not finished within %s", runLimit))
-	})
 
 	admin, err := sarama.NewClusterAdmin(r.addrs, r.config())
 	if err != nil {
@@ -138,7 +77,6 @@ func main() {
 	if err != nil {
 		fail("client", err)
 	}
-	done := func() error { return nil } // carried by the produce step's messages
 
 	r.do("create_topic", func() error {
 		return admin.CreateTopic(r.topic, &sarama.TopicDetail{
@@ -147,11 +85,8 @@ func main() {
 		}, false)
 	})
 	r.do("describe_configs", func() error { return r.describeConfigs(admin) })
-	headers := r.can("headers")
-	r.do("produce", func() error { return r.produce(headers) })
-	r.do("headers", done)
-	r.do("timestamps", done)
-	r.do("keyed", done)
+	r.do("produce", func() error { return r.produce(!r.skipped("headers")) })
+	r.done("headers", "timestamps", "keyed")
 	r.do("consume_group", func() (err error) {
 		r.Consumed, err = r.consume(r.group, sarama.OffsetOldest, r.count, nil)
 		return err
@@ -181,48 +116,20 @@ func main() {
 
 	client.Close()
 	admin.Close()
-	encoded, err := json.Marshal(r.report)
-	if err != nil {
-		fail("report", err)
-	}
-	fmt.Println(string(encoded))
+	r.finish()
 }
 
 // config is a fresh configuration for one client, which it may change (the codec, the
 // initial offset) without touching the others'.
 func (r *run) config() *sarama.Config {
 	config := sarama.NewConfig()
-	config.ClientID = "sarama-scenarios"
+	config.ClientID = program
 	config.Version = r.version
 	config.Producer.Return.Successes = true
 	config.Producer.RequiredAcks = sarama.WaitForAll
 	config.Consumer.Offsets.Initial = sarama.OffsetOldest
 	return config
 }
-
-// can says whether the spoken version allows step; if not, the step is named skipped.
-func (r *run) can(step string) bool {
-	needs, ok := stepNeeds[step]
-	if ok && !r.version.IsAtLeast(needs) {
-		r.Skipped[step] = fmt.Sprintf("needs Kafka %s's versions; sarama speaks %s's", needs, r.version)
-		return false
-	}
-	return true
-}
-
-// do runs step unless it is skipped; a failure ends the run naming the step.
-func (r *run) do(step string, action func() error) {
-	if !r.can(step) {
-		return
-	}
-	r.current.Store(step)
-	if err := action(); err != nil {
-		fail(step, err)
-	}
-	r.Steps = append(r.Steps, step)
-}
-
-func (r *run) timestamp(i int) int64 { return r.BaseTimestamp + 1000*int64(i) }
 
 func (r *run) describeConfigs(admin sarama.ClusterAdmin) error {
 	var entries []sarama.ConfigEntry
@@ -246,7 +153,6 @@ func (r *run) describeConfigs(admin sarama.ClusterAdmin) error {
 // produce sends message i with codecs[i % len(codecs)], one SyncProducer per codec;
 // the keys go through sarama's default partitioner (NewHashPartitioner: FNV-1a).
 func (r *run) produce(headers bool) error {
-	r.BaseTimestamp = (time.Now().Unix() - int64(r.count) - 60) * 1000
 	var producers []sarama.SyncProducer
 	for _, c := range codecs {
 		if !r.version.IsAtLeast(c.needs) {
@@ -263,7 +169,7 @@ func (r *run) produce(headers bool) error {
 		r.Codecs = append(r.Codecs, c.name)
 	}
 	for i := 0; i < r.count; i++ {
-		key := fmt.Sprintf("key-%03d", i)
+		key := messageKey(i)
 		message := &sarama.ProducerMessage{
 			Topic: r.topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("value-" + key),
 			Timestamp: time.UnixMilli(r.timestamp(i)),
@@ -428,7 +334,7 @@ func (r *run) fromLatest() error {
 	defer producer.Close()
 	records, err := r.consume(r.group+"-latest", sarama.OffsetNewest, 1, func(ctx context.Context) error {
 		for i := 0; i < lateLimit; i++ {
-			key := fmt.Sprintf("late-%03d", i)
+			key := lateKey(i)
 			_, _, err := producer.SendMessage(&sarama.ProducerMessage{
 				Topic: r.topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("value-" + key),
 			})
@@ -443,10 +349,7 @@ func (r *run) fromLatest() error {
 		}
 		return fmt.Errorf("nothing read after %d late messages", lateLimit)
 	})
-	for key := range records {
-		r.FromLatest = append(r.FromLatest, key)
-	}
-	sort.Strings(r.FromLatest)
+	r.FromLatest = sortedKeys(records)
 	return err
 }
 
@@ -492,16 +395,14 @@ func (m *member) ConsumeClaim(_ sarama.ConsumerGroupSession, claim sarama.Consum
 func (r *run) rebalance() error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var members []*member
 	var running sync.WaitGroup
 	failed := make(chan error, 3)
-	join := func() error {
+	members, err := grow(r.scenario, func() (*member, error) {
 		group, err := sarama.NewConsumerGroup(r.addrs, r.group+"-trio", r.config())
 		if err != nil {
-			return err
+			return nil, err
 		}
 		m := &member{group: group}
-		members = append(members, m)
 		running.Add(1)
 		go func() {
 			defer running.Done()
@@ -512,55 +413,15 @@ func (r *run) rebalance() error {
 				}
 			}
 		}()
-		return nil
-	}
-	for _, size := range []int{2, 3} {
-		for len(members) < size {
-			if err := join(); err != nil {
-				return err
-			}
-		}
-		held, err := settle(members, failed)
-		if err != nil {
-			return fmt.Errorf("group of %d: %w", size, err)
-		}
-		if size == 2 {
-			r.GroupOfTwo = held
-		} else {
-			r.GroupOfThree = held
-		}
+		return m, nil
+	}, failed)
+	if err != nil {
+		return err
 	}
 	stop()
 	running.Wait()
-	var err error
 	for _, m := range members {
 		err = errors.Join(err, m.group.Close())
 	}
 	return err
 }
-
-// settle waits until every member holds partitions, none held twice, all held.
-func settle(members []*member, failed <-chan error) ([][]int32, error) {
-	for {
-		held, seen := make([][]int32, len(members)), map[int32]bool{}
-		covered := true
-		for i, m := range members {
-			held[i] = m.holding()
-			covered = covered && len(held[i]) > 0
-			for _, partition := range held[i] {
-				covered = covered && !seen[partition]
-				seen[partition] = true
-			}
-		}
-		if covered && len(seen) == partitions {
-			return held, nil
-		}
-		select {
-		case err := <-failed:
-			return nil, err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func ptr[T any](value T) *T { return &value }

@@ -1,7 +1,7 @@
-"""kcat's driver for the client matrix (tests/interop/SCENARIOS.md): every step run by the
-kcat binary, one process per action.
+"""The client matrix's scenario with kcat: SCENARIOS.md's steps, each action a run of the
+kcat binary.
 
-    python driver.py -bootstrap HOST:PORT -topic T -group G -messages N [-kcat PATH]
+    python kcat_driver.py -bootstrap HOST:PORT -topic T -group G -messages N [-kcat PATH]
 
 kcat cannot create topics, so T must already exist with 3 partitions.
 """
@@ -14,14 +14,25 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-PARTITIONS = 3
+from scenario import (
+    LATE_INTERVAL,
+    LATE_MESSAGES,
+    PARTITIONS,
+    Scenario,
+    StepFailed,
+    covers_all,
+    fail,
+    watchdog,
+)
+
+CLIENT = "kcat"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-DEADLINE = 57  # seconds for the whole run, inside the catalogue's 60
+UNWIND = 3.0  # seconds before the run limit: the kcat processes are stopped, not orphaned
 RUN_TIMEOUT = 20  # seconds for one kcat process
 REBALANCE_TIMEOUT = 25  # seconds for a group to settle
 SETTLE = 0.5  # seconds an assignment must hold before it counts
@@ -42,40 +53,93 @@ QUERIED = re.compile(r"^(.*) \[(\d+)\] offset (-?\d+)$")
 REBALANCED = re.compile(r"rebalanced \(memberid [^)]*\): (assigned|revoked): ?(.*)$")
 
 
-current_step = "start"
+def main() -> int:
+    # kcat processes stop when the main thread unwinds, which os._exit would skip.
+    watchdog(CLIENT, unwind=UNWIND)
+    run = Scenario(CLIENT, "unknown", extra=("kcat",))
+    binary = run.flags.extra["kcat"] or shutil.which("kcat") or "/usr/bin/kcat"
+    kcat = Kcat(binary, run.flags.bootstrap)
+    run.report["version"] = kcat.version()
+    try:
+        scenario(run, kcat)
+    except StepFailed as failed:
+        return fail(CLIENT, failed)
+    run.finish()
+    return 0
 
 
-class StepError(Exception):
-    def __init__(self, step: str, message: str) -> None:
-        super().__init__(f"{step}: {message}")
+def scenario(run: Scenario, kcat: Kcat) -> None:
+    flags, report = run.flags, run.report
+    topic, group = flags.topic, flags.group
+    for name, reason in SKIPPED.items():
+        run.skip(name, reason)
+
+    # kcat's -H applies to every message of a run, so each message is its own run.
+    with run.step("produce"):
+        produced, codecs = {}, set()
+        for index, key in enumerate(run.keys):
+            codec = CODECS[index % len(CODECS)]
+            header = f"origin=header-{key}"
+            produced[key], sent = kcat.produce_one(
+                topic, key, f"value-{key}", "-z", codec, "-H", header
+            )
+            codecs |= sent
+        report["produced"] = produced
+        report["codecs"] = sorted(codecs)  # what went over the wire, not what -z asked for
+        report["partitioner"] = "crc32"  # librdkafka's default, consistent_random
+    run.done("headers", "keyed")
+
+    with run.step("consume_group"):
+        # -G joins the group; auto commit commits what was read when the consumer closes at -e.
+        messages = kcat.read(
+            "-G",
+            group,
+            "-X",
+            "auto.offset.reset=earliest",
+            "-X",
+            "enable.auto.commit=true",
+            topic,
+        )
+        consumed = report.setdefault("consumed", {})
+        for message in messages:
+            keep(run, message)
+        if len(messages) != flags.messages or len(consumed) != flags.messages:
+            raise RuntimeError(f"read {len(messages)} messages, expected {flags.messages}")
+
+    with run.step("list_offsets"):
+        report["oldest"] = kcat.query(topic, -2)
+        report["newest"] = kcat.query(topic, -1)
+
+    with run.step("offsets_for_time"):
+        # Without create times of its own, the median of the ones the broker gave.
+        timestamps = sorted(record["timestamp"] for record in consumed.values())
+        target = timestamps[len(timestamps) // 2]
+        report["time_target"] = target
+        report["offsets_for_time"] = kcat.query(topic, target)
+
+    with run.step("from_timestamp"):
+        after = kcat.read("-C", "-t", topic, "-o", f"s@{target}")
+        report["from_timestamp"] = [message["key"] for message in after]
+
+    with run.step("from_latest"):
+        report["from_latest"] = from_latest(kcat, topic)
+
+    with run.step("rebalance"):
+        report["group_of_two"], report["group_of_three"] = rebalance(kcat, f"{group}-trio", topic)
 
 
-def out_of_time(signum: int, frame: Any) -> None:
-    # Raised in the main thread: subprocess.run kills its kcat, rebalance stops its members.
-    raise StepError(current_step, f"no report after {DEADLINE} s")
-
-
-def parse_flags(argv: list[str]) -> dict[str, str]:
-    """Go-style flags: -name value, -name=value, --name value."""
-    known = {"bootstrap", "topic", "group", "messages", "kcat"}
-    flags: dict[str, str] = {}
-    rest = list(argv)
-    while rest:
-        arg = rest.pop(0)
-        if not arg.startswith("-"):
-            raise SystemExit(f"unexpected argument {arg!r}")
-        name, has_value, value = arg.lstrip("-").partition("=")
-        if name not in known:
-            raise SystemExit(f"unknown flag -{name}")
-        if not has_value:
-            if not rest:
-                raise SystemExit(f"flag -{name} needs a value")
-            value = rest.pop(0)
-        flags[name] = value
-    for required in ("bootstrap", "topic", "group"):
-        if required not in flags:
-            raise SystemExit(f"-{required} is required")
-    return flags
+def keep(run: Scenario, message: dict[str, Any]) -> None:
+    flat = message.get("headers") or []
+    pairs = zip(flat[::2], flat[1::2], strict=True)
+    payload = message["payload"]
+    run.record(
+        message["key"],
+        None if payload is None else payload.encode(),
+        message["partition"],
+        message["offset"],
+        message["ts"],
+        [(name, (value or "").encode()) for name, value in pairs],
+    )
 
 
 class Kcat:
@@ -86,7 +150,7 @@ class Kcat:
     def command(self, *args: str) -> list[str]:
         return [self.binary, "-b", self.bootstrap, "-m", "10", *args]
 
-    def run(self, step: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         try:
             done = subprocess.run(
                 self.command(*args),
@@ -96,10 +160,10 @@ class Kcat:
                 timeout=RUN_TIMEOUT,
             )
         except subprocess.TimeoutExpired as timeout:
-            raise StepError(step, f"kcat {' '.join(args)} timed out: {timeout.stderr!r}") from None
+            raise TimeoutError(f"kcat {' '.join(args)} timed out: {timeout.stderr!r}") from None
         if done.returncode != 0:
-            raise StepError(
-                step, f"kcat {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}"
+            raise RuntimeError(
+                f"kcat {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}"
             )
         return done
 
@@ -118,14 +182,11 @@ class Kcat:
         found = re.search(r"Version (\S+) .*librdkafka (\S+)", done.stdout + done.stderr)
         return f"{found[1]} (librdkafka {found[2]})" if found else "unknown"
 
-    def produce_one(
-        self, step: str, topic: str, key: str, value: str, *args: str
-    ) -> tuple[int, set[str]]:
+    def produce_one(self, topic: str, key: str, value: str, *args: str) -> tuple[int, set[str]]:
         """Produces one keyed message: the partition its delivery report names, the codecs
         its batches went out with."""
         # -v -v prints each delivery report, -d msg each batch; -K : splits the key off.
         done = self.run(
-            step,
             "-P",
             "-t",
             topic,
@@ -142,40 +203,29 @@ class Kcat:
         )
         reports = DELIVERED.findall(done.stderr)
         if len(reports) != 1:
-            raise StepError(step, f"{key}: no delivery report in {done.stderr!r}")
+            raise RuntimeError(f"{key}: no delivery report in {done.stderr!r}")
         sent = {"none" if codec == "uncompressed" else codec for codec in SENT.findall(done.stderr)}
         return int(reports[0][0]), sent
 
-    def query(self, step: str, topic: str, timestamp: int) -> dict[int, int]:
+    def query(self, topic: str, timestamp: int) -> dict[int, int]:
         """-Q: each partition's offset for a time (-2 oldest, -1 newest)."""
         args = ["-Q"]
         for partition in range(PARTITIONS):
             args += ["-t", f"{topic}:{partition}:{timestamp}"]
-        done = self.run(step, *args)
+        done = self.run(*args)
         found = {}
         for line in done.stdout.splitlines():
             matched = QUERIED.match(line.strip())
             if matched and matched[1] == topic:
                 found[int(matched[2])] = int(matched[3])
         if sorted(found) != list(range(PARTITIONS)):
-            raise StepError(step, f"partitions missing from {done.stdout!r}")
+            raise RuntimeError(f"partitions missing from {done.stdout!r}")
         return found
 
-    def read(self, step: str, *args: str) -> list[dict[str, Any]]:
+    def read(self, *args: str) -> list[dict[str, Any]]:
         """Consumes with a JSON envelope per message until every partition's end (-e)."""
-        done = self.run(step, *args, "-e", "-J")
+        done = self.run(*args, "-e", "-J")
         return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-
-
-def record_of(message: dict[str, Any]) -> dict[str, Any]:
-    flat = message.get("headers") or []
-    return {
-        "value": message["payload"],
-        "partition": message["partition"],
-        "offset": message["offset"],
-        "timestamp": message["ts"],
-        "headers": dict(zip(flat[::2], flat[1::2], strict=True)),
-    }
 
 
 class Member:
@@ -231,17 +281,17 @@ class Member:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            raise StepError("rebalance", "a kcat -G member did not leave on SIGTERM") from None
+            raise RuntimeError("a kcat -G member did not leave on SIGTERM") from None
 
 
-def settled(members: list[Member], expected: Any) -> list[list[int]]:
+def settled(members: list[Member], expected: Callable[[list[list[int]]], bool]) -> list[list[int]]:
     """Waits until `expected(assignments)` holds for SETTLE seconds running."""
     deadline = time.monotonic() + REBALANCE_TIMEOUT
     since = None
     while time.monotonic() < deadline:
         for member in members:
             if member.process.poll() is not None:
-                raise StepError("rebalance", f"a member exited: {''.join(member.log)[-2000:]}")
+                raise RuntimeError(f"a member exited: {''.join(member.log)[-2000:]}")
         assignments = [member.assignment() for member in members]
         if expected(assignments):
             since = since or time.monotonic()
@@ -251,20 +301,15 @@ def settled(members: list[Member], expected: Any) -> list[list[int]]:
             since = None
         time.sleep(0.05)
     seen = [member.assignment() for member in members]
-    raise StepError("rebalance", f"assignments did not settle, last {seen}")
-
-
-def covers(assignments: list[list[int]]) -> bool:
-    flat = sorted(p for assigned in assignments for p in assigned)
-    return all(assignments) and flat == list(range(PARTITIONS))
+    raise TimeoutError(f"assignments did not settle, last {seen}")
 
 
 def rebalance(kcat: Kcat, group: str, topic: str) -> tuple[list[list[int]], list[list[int]]]:
     members = [Member(kcat, group, topic), Member(kcat, group, topic)]
     try:
-        two = settled(members, covers)
+        two = settled(members, covers_all)
         members.append(Member(kcat, group, topic))
-        three = settled(members, lambda got: covers(got) and all(len(a) == 1 for a in got))
+        three = settled(members, lambda got: covers_all(got) and all(len(a) == 1 for a in got))
     finally:
         for member in members:
             member.stop()
@@ -272,7 +317,7 @@ def rebalance(kcat: Kcat, group: str, topic: str) -> tuple[list[list[int]], list
 
 
 def from_latest(kcat: Kcat, topic: str) -> list[str]:
-    """A consumer at the end (-o end); late-NNN produced every 200 ms until it reads one."""
+    """A consumer at the end (-o end); late messages every LATE_INTERVAL until it reads one."""
     reader = kcat.start("-C", "-t", topic, "-o", "end", "-J", "-u", "-q")
     lines: queue.Queue[str] = queue.Queue()
 
@@ -287,10 +332,10 @@ def from_latest(kcat: Kcat, topic: str) -> list[str]:
     read: list[str] = []
     start = time.monotonic()
     try:
-        for i in range(100):
+        for i in range(LATE_MESSAGES):
             key = f"late-{i:03d}"
-            kcat.produce_one("from_latest", topic, key, f"value-{key}")
-            wait = start + 0.2 * (i + 1) - time.monotonic()
+            kcat.produce_one(topic, key, f"value-{key}")
+            wait = start + LATE_INTERVAL * (i + 1) - time.monotonic()
             try:
                 read.append(json.loads(lines.get(timeout=max(wait, 0.01)))["key"])
                 break
@@ -307,97 +352,9 @@ def from_latest(kcat: Kcat, topic: str) -> list[str]:
     while not lines.empty():
         read.append(json.loads(lines.get())["key"])
     if not read:
-        raise StepError("from_latest", "the consumer at the end read nothing")
+        raise RuntimeError("the consumer at the end read nothing")
     return read
 
 
-def main() -> int:
-    global current_step
-    flags = parse_flags(sys.argv[1:])
-    signal.signal(signal.SIGALRM, out_of_time)
-    signal.alarm(DEADLINE)
-    topic, group = flags["topic"], flags["group"]
-    count = int(flags.get("messages", "30"))
-    binary = flags.get("kcat") or shutil.which("kcat") or "/usr/bin/kcat"
-    kcat = Kcat(binary, flags["bootstrap"])
-    steps: list[str] = []
-    report: dict[str, Any] = {
-        "client": "kcat",
-        "version": kcat.version(),
-        "steps": steps,
-        "skipped": SKIPPED,
-        "partitioner": "crc32",  # librdkafka's default, consistent_random
-    }
-
-    # kcat's -H applies to every message of a run, so each message is its own run.
-    current_step = "produce"
-    produced, codecs = {}, set()
-    for i in range(count):
-        key = f"key-{i:03d}"
-        codec = CODECS[i % len(CODECS)]
-        produced[key], sent = kcat.produce_one(
-            "produce", topic, key, f"value-{key}", "-z", codec, "-H", f"origin=header-{key}"
-        )
-        codecs |= sent
-    report["produced"] = produced
-    # What went over the wire, not what -z asked for.
-    report["codecs"] = sorted(codecs)
-    steps += ["produce", "headers", "keyed"]
-
-    current_step = "consume_group"
-    # -G joins the group; auto commit commits what was read when the consumer closes at -e.
-    messages = kcat.read(
-        "consume_group",
-        "-G",
-        group,
-        "-X",
-        "auto.offset.reset=earliest",
-        "-X",
-        "enable.auto.commit=true",
-        topic,
-    )
-    consumed = {message["key"]: record_of(message) for message in messages}
-    if len(messages) != count or len(consumed) != count:
-        raise StepError("consume_group", f"read {len(messages)} messages, expected {count}")
-    report["consumed"] = consumed
-    steps.append("consume_group")
-
-    current_step = "list_offsets"
-    report["oldest"] = kcat.query("list_offsets", topic, -2)
-    report["newest"] = kcat.query("list_offsets", topic, -1)
-    steps.append("list_offsets")
-
-    current_step = "offsets_for_time"
-    timestamps = sorted(record["timestamp"] for record in consumed.values())
-    target = timestamps[len(timestamps) // 2]
-    report["time_target"] = target
-    report["offsets_for_time"] = kcat.query("offsets_for_time", topic, target)
-    steps.append("offsets_for_time")
-
-    current_step = "from_timestamp"
-    after = kcat.read("from_timestamp", "-C", "-t", topic, "-o", f"s@{target}")
-    report["from_timestamp"] = [message["key"] for message in after]
-    steps.append("from_timestamp")
-
-    current_step = "from_latest"
-    report["from_latest"] = from_latest(kcat, topic)
-    steps.append("from_latest")
-
-    current_step = "rebalance"
-    report["group_of_two"], report["group_of_three"] = rebalance(kcat, group + "-trio", topic)
-    steps.append("rebalance")
-
-    signal.alarm(0)
-    print(json.dumps(report, sort_keys=True))
-    return 0
-
-
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except StepError as error:
-        print(f"kcat driver: {error}", file=sys.stderr)
-        sys.exit(1)
-    except Exception as error:
-        print(f"kcat driver: {current_step}: {error!r}", file=sys.stderr)
-        sys.exit(1)
+    raise SystemExit(main())
