@@ -19,12 +19,15 @@ import pytest
 
 from minibroker import Broker
 from minibroker.proxy import RecordingProxy
+from minibroker.testing.backends import KafkaService
 from minibroker.testing.real_kafka import RealKafka, unavailable_reason
 from tests.differential.harness import Comparison, compare, unexplained
 from tests.differential.scenarios import SCENARIOS
 from tests.interop.test_client_matrix import (
     DRIVERS,
     MESSAGES,
+    PARTITIONS,
+    RETENTION_MS,
     RUN_TIMEOUT,
     Built,
     Driver,
@@ -129,18 +132,22 @@ def test_client_programs_get_kafkas_answers(
     built_drivers: Built,  # noqa: F811 (the fixture imported above)
     driver: Driver,
 ) -> None:
-    """The client matrix's programs (sarama, franz-go, kafkajs, @platformatic/kafka)
-    through the proxy: the versions and requests of other clients compared too."""
+    """The client matrix's drivers through the proxy: the versions and requests of every
+    client compared too."""
     if (
         driver.needs is not None
         and lowest_version(real_kafka.service, driver.needs[0]) > (driver.needs[1])
     ):
         pytest.skip(f"Kafka {real_kafka.version} no longer serves {driver.name}'s versions")
 
-    def run(bootstrap: str) -> list:  # type: ignore[type-arg]
+    topic = f"diff-{driver.name}"
+
+    def run(bootstrap: str, service: KafkaService) -> list:  # type: ignore[type-arg]
+        if "create_topic" in driver.skips:  # a client without topic admin (kcat)
+            service.create_topic(topic, PARTITIONS, {"retention.ms": RETENTION_MS})
         with RecordingProxy(bootstrap) as proxy:
             where = ["-bootstrap", proxy.bootstrap_servers, "-messages", str(MESSAGES)]
-            names = ["-topic", f"diff-{driver.name}", "-group", f"diff-group-{driver.name}"]
+            names = ["-topic", topic, "-group", f"diff-group-{driver.name}"]
             done = subprocess.run(
                 [*built_drivers.command(driver), *where, *names, *driver.args],
                 capture_output=True,
@@ -148,10 +155,13 @@ def test_client_programs_get_kafkas_answers(
                 timeout=RUN_TIMEOUT,
             )
             assert done.returncode == 0, done.stderr[-4000:]
-            return proxy.exchanges()
+            exchanges = proxy.exchanges()
+        if "delete_topic" in driver.skips:
+            service.delete_topic(topic)
+        return exchanges
 
-    on_kafka = run(real_kafka.bootstrap_servers)
-    on_minibroker = run(minibroker.bootstrap_servers)
+    on_kafka = run(real_kafka.bootstrap_servers, real_kafka.service)
+    on_minibroker = run(minibroker.bootstrap_servers, minibroker)
     result = compare(on_kafka, on_minibroker)
     _record(real_kafka.version, driver.name, result)
     # Produce and Fetch requests depend on timing (batching, positions), so not every
