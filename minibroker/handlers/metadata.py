@@ -6,7 +6,8 @@ are created when both the broker (auto.create.topics.enable) and the request
 otherwise; auto-creation beyond max_partitions_per_request in one request gets
 POLICY_VIOLATION. A topic with a non-zero id (v10+) is looked up by id, whatever its
 name says (Java sends "" there); an unknown id is UNKNOWN_TOPIC_ID, with a null name
-where the version allows one and "" before v12.
+where the version allows one and "" before v12. A topic named twice (or by name and
+by id) is answered once.
 Not done: authorized operations (reported as -2147483648, "not requested").
 """
 
@@ -107,17 +108,26 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if requested is None:
         entries = [_encoded_entry(ctx, topic) for topic in cluster.topics]
     else:
+        # Kafka answers each topic once, however often the request names it.
+        answered: set[object] = set()
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
             if (topic_id is not None and topic_id.int != 0) or name is None:
                 found = cluster.topics.by_id(topic_id) if topic_id is not None else None
+                if (found.name if found is not None else topic_id) in answered:
+                    continue
                 if found is None:
+                    answered.add(topic_id)
                     unknown_name = None if ctx.version >= NULLABLE_NAME_VERSION else ""
                     entries.append(_error_entry(ctx, unknown_name, UNKNOWN_TOPIC_ID, topic_id))
                 else:
+                    answered.add(found.name)
                     entries.append(_encoded_entry(ctx, found))
                 continue
+            if name in answered:
+                continue
+            answered.add(name)
             topic = cluster.topics.get(name)
             if topic is None and allow_create:
                 if not allowance.take(cluster.config.num_partitions):

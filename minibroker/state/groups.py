@@ -975,14 +975,13 @@ class GroupCoordinator:
 
     def remove_topic(self, topic: str) -> None:
         """Drop a deleted topic's offsets from every group (an admin operation: O(groups)).
-        An Empty group left without offsets is removed, as Kafka's coordinator does."""
+        Then every Empty group without offsets is removed, those that never had any too:
+        Kafka's coordinator sweeps all its groups when partitions are deleted."""
         for group in list(self.groups.values()):
             keys = [k for k in group.offsets if k[0] == topic]
             for key in keys:
                 del group.offsets[key]
-            if not keys:
-                continue
             if group.state is GroupState.EMPTY and not group.offsets:
                 self._remove_group(group)
-            else:
+            elif keys:
                 self._arm_expiry(group)

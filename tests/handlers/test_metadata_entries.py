@@ -222,3 +222,25 @@ def test_a_topic_created_later_is_described(broker: SansIOBroker) -> None:
 
 def test_throttle_time_is_zero(broker: SansIOBroker) -> None:
     assert metadata(broker, 13, []).throttle_time == datetime.timedelta(0)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_topic_named_twice_is_answered_once(broker: SansIOBroker, version: int) -> None:
+    """Kafka reads the requested topics as a set: the Java client 4.x names a topic twice
+    in one request and expects one entry."""
+    response = metadata(broker, version, ["orders", "missing", "orders", "missing"])
+    assert [t.name for t in response.topics] == ["orders", "missing"]
+    assert [t.error_code.value for t in response.topics] == [NONE, UNKNOWN_TOPIC_OR_PARTITION]
+
+
+@pytest.mark.parametrize("version", TOPIC_ID_VERSIONS)
+def test_a_topic_named_and_asked_by_id_is_answered_once(
+    broker: SansIOBroker, version: int
+) -> None:
+    orders = broker.cluster.topics.get("orders")
+    assert orders is not None
+    unknown_id = uuid.UUID(int=7)
+    wanted = [orders.topic_id, unknown_id, orders.topic_id, unknown_id]
+    response = metadata(broker, version, ["orders"], topic_ids=wanted)
+    assert [t.error_code.value for t in response.topics] == [NONE, UNKNOWN_TOPIC_ID]
+    assert response.topics[1].topic_id == unknown_id

@@ -571,6 +571,20 @@ def test_a_deleted_topics_offsets_go_from_every_group() -> None:
     assert h.coordinator.remove_topic("t") is None  # nothing left to do
 
 
+def test_deleting_any_topic_removes_empty_groups_that_never_had_offsets() -> None:
+    """Kafka's coordinator sweeps every group when partitions are deleted: an Empty group
+    without offsets goes, whatever topic was deleted; one with members stays."""
+    h = ServerLoop()
+    (member,) = stable_group(h, 1)
+    h.coordinator.remove_topic("unrelated")
+    assert "g" in h.coordinator.groups  # it has a member
+    assert h.leave(member) == [rules.NONE]
+    h.advance(0)
+    assert h.state() is GroupState.EMPTY
+    h.coordinator.remove_topic("unrelated")
+    assert "g" not in h.coordinator.groups
+
+
 def test_a_deleted_topic_leaves_a_group_with_members_or_other_offsets() -> None:
     h = Harness(offsets_retention_minutes=1)
     commit(h, [("t", 0), ("u", 0)])
