@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from minibroker import Broker
+from minibroker.protocol.recording import Exchange
 from minibroker.proxy import RecordingProxy
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.real_kafka import RealKafka, unavailable_reason
@@ -155,7 +156,7 @@ def test_client_programs_get_kafkas_answers(
                 timeout=RUN_TIMEOUT,
             )
             assert done.returncode == 0, done.stderr[-4000:]
-            exchanges = proxy.exchanges()
+            exchanges = [e for e in proxy.exchanges() if not _races(e)]
         if "delete_topic" in driver.skips:
             service.delete_topic(topic)
         return exchanges
@@ -165,15 +166,48 @@ def test_client_programs_get_kafkas_answers(
     result = compare(on_kafka, on_minibroker)
     _record(real_kafka.version, driver.name, result)
     # Produce and Fetch requests depend on timing (batching, positions), so not every
-    # run has one both brokers saw; the group's first join and the topic's creation do.
-    assert {"CreateTopics", "JoinGroup"} <= {a for a, _ in result.compared}
+    # run has one both brokers saw; the group's first join and the offset lookups do.
+    assert {"JoinGroup", "ListOffsets"} <= {a for a, _ in result.compared}
     earlier_groups = {
-        ("ListGroups", f".groups[diff-group-{other.name}]"): LATER_GROUP_CLEANUP
+        # the driver's group and the ones it derives (-latest, -trio)
+        ("ListGroups", f".groups[diff-group-{other.name}*]"): LATER_GROUP_CLEANUP
         for other in DRIVERS
         if other is not driver and real_kafka.line == "4"
     }
-    left = unexplained(result.divergences, {**KNOWN, **earlier_groups})
+    left = unexplained(result.divergences, {**KNOWN, **earlier_groups, **DRIVER_TIMING})
     assert not left, "\n".join(str(d) for d in left)
+
+
+# Groups whose requests race by design: the catalogue's rebalance step starts a third
+# member while two are settled, so which members a JoinGroup answer lists, and which
+# heartbeat first hears of the rebalance, depend on when each request arrived.
+RACING_GROUP_SUFFIX = "-trio"
+
+
+# What the catalogue's timing decides, not the broker: several producers (one per codec)
+# interleave, so a batch's offset depends on arrival order; from_latest produces late
+# messages until the consumer sees one, so end offsets and fetched watermarks depend on
+# how many it took; a commit's leader epoch depends on whether the consumer had fetched.
+# Each run's offsets are held to SCENARIOS.md's checks on each broker by the parity runs.
+ARRIVAL_ORDER = "decided by the order of concurrent requests, checked per run by the matrix"
+DRIVER_TIMING = {
+    ("Produce", "*.base_offset"): ARRIVAL_ORDER,
+    ("Fetch", "*.high_watermark"): ARRIVAL_ORDER,
+    ("Fetch", "*.last_stable_offset"): ARRIVAL_ORDER,
+    ("ListOffsets", "*.offset"): ARRIVAL_ORDER,
+    ("OffsetFetch", "*.committed_offset"): ARRIVAL_ORDER,
+    ("OffsetFetch", "*.committed_leader_epoch"): ARRIVAL_ORDER,
+}
+
+
+def _races(exchange: Exchange) -> bool:
+    request = exchange.request
+    if not isinstance(request, dict):
+        return False
+    groups = [request.get("group_id")] + [
+        g.get("group_id") for g in request.get("groups") or [] if isinstance(g, dict)
+    ]
+    return any(isinstance(g, str) and g.endswith(RACING_GROUP_SUFFIX) for g in groups)
 
 
 def test_every_known_difference_is_documented() -> None:

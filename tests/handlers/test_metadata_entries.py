@@ -234,9 +234,7 @@ def test_a_topic_named_twice_is_answered_once(broker: SansIOBroker, version: int
 
 
 @pytest.mark.parametrize("version", TOPIC_ID_VERSIONS)
-def test_a_topic_named_and_asked_by_id_is_answered_once(
-    broker: SansIOBroker, version: int
-) -> None:
+def test_a_topic_named_and_asked_by_id_is_answered_once(broker: SansIOBroker, version: int) -> None:
     orders = broker.cluster.topics.get("orders")
     assert orders is not None
     unknown_id = uuid.UUID(int=7)
