@@ -85,7 +85,7 @@ class Divergence:
 
 # Fields that name an entity in a list: such a list becomes a mapping by that name, so
 # order (which Kafka does not promise) does not count and a difference names its entity.
-IDENTITIES = ("name", "partition_index", "partition", "topic", "group_id", "key")
+IDENTITIES = ("name", "partition_index", "partition", "index", "topic", "group_id", "key")
 
 
 def normalise(value: Any) -> Any:

@@ -165,9 +165,10 @@ def test_client_programs_get_kafkas_answers(
     on_minibroker = run(minibroker.bootstrap_servers, minibroker)
     result = compare(on_kafka, on_minibroker)
     _record(real_kafka.version, driver.name, result)
-    # Produce and Fetch requests depend on timing (batching, positions), so not every
-    # run has one both brokers saw; the group's first join and the offset lookups do.
-    assert {"JoinGroup", "ListOffsets"} <= {a for a, _ in result.compared}
+    # Most requests depend on timing (batching, positions, the wall clock of the offset
+    # lookups) or on a client's own deadlines (Java's CreateTopics timeout), so not every
+    # run has one both brokers saw; the group's first join is always asked alike.
+    assert "JoinGroup" in {a for a, _ in result.compared}
     earlier_groups = {
         # the driver's group and the ones it derives (-latest, -trio)
         ("ListGroups", f".groups[diff-group-{other.name}*]"): LATER_GROUP_CLEANUP
