@@ -45,6 +45,7 @@ STEP_COLUMNS = {
     "list / describe groups": ("list_groups", "describe_group"),
 }
 OUTCOMES = {"PASSED": "passes", "FAILED": "fails"}
+CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def run_matrix() -> tuple[dict[str, dict], dict[str, str], int]:
@@ -81,7 +82,8 @@ def step_cell(line: dict, steps: tuple[str, ...]) -> str:
         return ""
     done = [step for step in steps if step in line["steps"]]
     if steps == ("produce",):
-        return ", ".join(line.get("codecs", []))
+        used = set(line.get("codecs", []))
+        return ", ".join(codec for codec in CODEC_ORDER if codec in used)
     if steps == ("keyed",):
         return line.get("partitioner", "")
     if len(done) == len(steps):
