@@ -19,10 +19,8 @@ from scenario import (
     PARTITIONS,
     RETENTION_MS,
     Scenario,
-    StepFailed,
     covers_all,
-    fail,
-    watchdog,
+    drive,
 )
 
 CLIENT = "aiokafka"
@@ -32,14 +30,7 @@ DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs' config_source for a config left at
 
 
 def main() -> int:
-    watchdog(CLIENT)
-    run = Scenario(CLIENT, metadata.version(CLIENT))
-    try:
-        asyncio.run(scenario(run))
-    except StepFailed as failed:
-        return fail(CLIENT, failed)
-    run.finish()
-    return 0
+    return drive(CLIENT, metadata.version(CLIENT), lambda run: asyncio.run(scenario(run)))
 
 
 async def scenario(run: Scenario) -> None:

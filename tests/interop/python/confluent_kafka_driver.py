@@ -17,16 +17,12 @@ from confluent_kafka.admin import (
 )
 from scenario import (
     CONFIG_RETRIES,
-    LATE_INTERVAL,
-    LATE_MESSAGES,
     PARTITIONS,
     RETENTION_MS,
     Scenario,
-    StepFailed,
-    covers_all,
-    fail,
-    wait_until,
-    watchdog,
+    drive,
+    read_late,
+    rebalance,
 )
 
 CLIENT = "confluent-kafka"
@@ -35,14 +31,7 @@ TIMEOUT = 20.0
 
 
 def main() -> int:
-    watchdog(CLIENT)
-    run = Scenario(CLIENT, metadata.version(CLIENT))
-    try:
-        scenario(run)
-    except StepFailed as failed:
-        return fail(CLIENT, failed)
-    run.finish()
-    return 0
+    return drive(CLIENT, metadata.version(CLIENT), scenario)
 
 
 def scenario(run: Scenario) -> None:
@@ -113,7 +102,7 @@ def scenario(run: Scenario) -> None:
         report["from_latest"] = from_latest(common, topic, f"{group}-latest")
 
     with run.step("rebalance"):
-        two, three = rebalance(common, topic, f"{group}-trio")
+        two, three = rebalance(lambda: Member(common, topic, f"{group}-trio"))
         report["group_of_two"], report["group_of_three"] = two, three
 
     with run.step("list_groups"):
@@ -215,18 +204,17 @@ def from_latest(common: dict[str, Any], topic: str, group: str) -> list[str]:
     reader = Consumer({**common, "group.id": group, "auto.offset.reset": "latest"})
     reader.subscribe([topic])
     writer = Producer({**common, "acks": "all"})
-    keys: list[str] = []
-    sent, next_send = 0, time.monotonic()
-    while not keys:
-        if time.monotonic() >= next_send:
-            if sent == LATE_MESSAGES:
-                raise TimeoutError(f"none of {sent} late messages was read")
-            writer.produce(topic, key=f"late-{sent:03d}".encode(), value=b"late")
-            writer.flush(TIMEOUT)
-            sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
+
+    def send(key: str) -> None:
+        writer.produce(topic, key=key.encode(), value=b"late")
+        writer.flush(TIMEOUT)
+
+    def poll() -> list[str]:
         message = reader.poll(0.05)
-        if message is not None and message.error() is None:
-            keys.append(message.key().decode())
+        ok = message is not None and message.error() is None
+        return [message.key().decode()] if ok else []
+
+    keys = read_late(send, poll)
     reader.close()
     return keys
 
@@ -240,6 +228,7 @@ class Member(threading.Thread):
         self.stopping = threading.Event()
         self.consumer = Consumer({**common, "group.id": group, "auto.offset.reset": "earliest"})
         self.consumer.subscribe([topic], on_assign=self.assigned, on_revoke=self.revoked)
+        self.start()
 
     def assigned(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         self.held = {tp.partition for tp in partitions}
@@ -252,26 +241,9 @@ class Member(threading.Thread):
             self.consumer.poll(0.05)
         self.consumer.close()
 
-
-def rebalance(
-    common: dict[str, Any], topic: str, group: str
-) -> tuple[list[list[int]], list[list[int]]]:
-    members = [Member(common, topic, group) for _ in range(2)]
-    for member in members:
-        member.start()
-    try:
-        wait_until(lambda: covers_all([m.held for m in members]), 30, "two members assigned")
-        two = [sorted(m.held) for m in members]
-        members.append(Member(common, topic, group))
-        members[-1].start()
-        wait_until(lambda: covers_all([m.held for m in members]), 30, "three members assigned")
-        three = [sorted(m.held) for m in members]
-    finally:
-        for member in members:
-            member.stopping.set()
-        for member in members:
-            member.join(TIMEOUT)
-    return two, three
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(TIMEOUT)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,12 @@ from kafka.admin import (
 from kafka.errors import UnknownTopicOrPartitionError
 from scenario import (
     CONFIG_RETRIES,
-    LATE_INTERVAL,
-    LATE_MESSAGES,
     PARTITIONS,
     RETENTION_MS,
     Scenario,
-    StepFailed,
-    covers_all,
-    fail,
-    wait_until,
-    watchdog,
+    drive,
+    read_late,
+    rebalance,
 )
 
 CLIENT = "kafka-python"
@@ -37,14 +33,7 @@ TIMEOUT = 20.0
 
 
 def main() -> int:
-    watchdog(CLIENT)
-    run = Scenario(CLIENT, metadata.version(CLIENT))
-    try:
-        scenario(run)
-    except StepFailed as failed:
-        return fail(CLIENT, failed)
-    run.finish()
-    return 0
+    return drive(CLIENT, metadata.version(CLIENT), scenario)
 
 
 def scenario(run: Scenario) -> None:
@@ -119,7 +108,7 @@ def scenario(run: Scenario) -> None:
         report["from_latest"] = from_latest(common, topic, f"{group}-latest")
 
     with run.step("rebalance"):
-        two, three = rebalance(common, topic, f"{group}-trio")
+        two, three = rebalance(lambda: Member(common, topic, f"{group}-trio"))
         report["group_of_two"], report["group_of_three"] = two, three
 
     with run.step("list_groups"):
@@ -201,16 +190,14 @@ def read_from(
 def from_latest(common: dict[str, Any], topic: str, group: str) -> list[str]:
     reader = KafkaConsumer(topic, group_id=group, auto_offset_reset="latest", **common)
     writer = KafkaProducer(acks="all", **common)
-    keys: list[str] = []
-    sent, next_send = 0, time.monotonic()
-    while not keys:
-        if time.monotonic() >= next_send:
-            if sent == LATE_MESSAGES:
-                raise TimeoutError(f"none of {sent} late messages was read")
-            writer.send(topic, key=f"late-{sent:03d}".encode(), value=b"late").get(TIMEOUT)
-            sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
-        for message in (m for batch in reader.poll(50).values() for m in batch):
-            keys.append(message.key.decode())
+
+    def send(key: str) -> None:
+        writer.send(topic, key=key.encode(), value=b"late").get(TIMEOUT)
+
+    def poll() -> list[str]:
+        return [m.key.decode() for batch in reader.poll(50).values() for m in batch]
+
+    keys = read_late(send, poll)
     writer.close(TIMEOUT)
     reader.close()
     return keys
@@ -225,6 +212,7 @@ class Member(threading.Thread, ConsumerRebalanceListener):  # type: ignore[misc]
         self.stopping = threading.Event()
         self.consumer = KafkaConsumer(group_id=group, auto_offset_reset="earliest", **common)
         self.consumer.subscribe([topic], listener=self)
+        self.start()
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         self.held = {tp.partition for tp in assigned}
@@ -237,26 +225,9 @@ class Member(threading.Thread, ConsumerRebalanceListener):  # type: ignore[misc]
             self.consumer.poll(50)
         self.consumer.close()
 
-
-def rebalance(
-    common: dict[str, Any], topic: str, group: str
-) -> tuple[list[list[int]], list[list[int]]]:
-    members = [Member(common, topic, group) for _ in range(2)]
-    for member in members:
-        member.start()
-    try:
-        wait_until(lambda: covers_all([m.held for m in members]), 30, "two members assigned")
-        two = [sorted(m.held) for m in members]
-        members.append(Member(common, topic, group))
-        members[-1].start()
-        wait_until(lambda: covers_all([m.held for m in members]), 30, "three members assigned")
-        three = [sorted(m.held) for m in members]
-    finally:
-        for member in members:
-            member.stopping.set()
-        for member in members:
-            member.join(TIMEOUT)
-    return two, three
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(TIMEOUT)
 
 
 if __name__ == "__main__":

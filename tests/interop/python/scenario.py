@@ -13,10 +13,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 PARTITIONS = 3
 RETENTION_MS = "3600000"
@@ -167,3 +167,53 @@ def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.05
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} within {timeout} s")
         time.sleep(interval)
+
+
+def drive(client: str, version: str, body: Callable[[Scenario], None]) -> int:
+    """A driver's whole run: the watchdog, the steps, the report or the failed step."""
+    watchdog(client)
+    run = Scenario(client, version)
+    try:
+        body(run)
+    except StepFailed as failed:
+        return fail(client, failed)
+    run.finish()
+    return 0
+
+
+class Member(Protocol):
+    """A group member that keeps its current assignment up to date on its own."""
+
+    held: set[int]
+
+    def stop(self) -> None: ...
+
+
+def rebalance(join: Callable[[], Member]) -> tuple[list[list[int]], list[list[int]]]:
+    """The rebalance step: two members, then a third; each group's settled assignments."""
+    members = [join(), join()]
+    try:
+        wait_until(lambda: covers_all([m.held for m in members]), 30, "two members assigned")
+        two = [sorted(m.held) for m in members]
+        members.append(join())
+        wait_until(lambda: covers_all([m.held for m in members]), 30, "three members assigned")
+        three = [sorted(m.held) for m in members]
+    finally:
+        for member in members:
+            member.stop()
+    return two, three
+
+
+def read_late(send: Callable[[str], None], poll: Callable[[], list[str]]) -> list[str]:
+    """The from_latest step once its consumer is up: `send` a late message every
+    LATE_INTERVAL until `poll` (a short read) returns keys."""
+    keys: list[str] = []
+    sent, next_send = 0, time.monotonic()
+    while not keys:
+        if time.monotonic() >= next_send:
+            if sent == LATE_MESSAGES:
+                raise TimeoutError(f"none of {sent} late messages was read")
+            send(f"late-{sent:03d}")
+            sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
+        keys = poll()
+    return keys
