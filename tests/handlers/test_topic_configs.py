@@ -298,6 +298,44 @@ def test_values_are_described_as_kafka_reads_them(
     }
 
 
+# Values at the edges of Kafka's ranges, which Kafka takes.
+EDGE_VALUES = {
+    "retention.ms above 2^31": {"retention.ms": "3000000000"},
+    "retention.bytes at the long minimum": {"retention.bytes": str(-(2**63))},
+    "max.message.bytes at the int maximum": {"max.message.bytes": str(2**31 - 1)},
+    "gzip level -1": {"compression.gzip.level": "-1"},
+    "gzip level 1": {"compression.gzip.level": "1"},
+    "gzip level 9": {"compression.gzip.level": "9"},
+    "dirty ratio 0": {"min.cleanable.dirty.ratio": "0"},
+    "dirty ratio 1": {"min.cleanable.dirty.ratio": "1"},
+    "compaction lags equal": {"min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "1000"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDGE_VALUES))
+def test_a_value_at_the_edge_of_its_range_is_taken(
+    kafka_broker: Broker, kafka_topic: TopicFactory, case: str
+) -> None:
+    configs = EDGE_VALUES[case]
+    topic = kafka_topic()
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        assert set_configs(client, topic, configs) == (NONE, None)
+        entries = describe(client, TOPIC, topic, keys=list(configs))
+        assert {name: e.value for name, e in entries.items()} == configs
+        created = create_topic(client, f"edge-{uuid.uuid4().hex[:12]}", configs)
+        assert created.error_code.value == NONE
+
+
+def test_a_gzip_level_of_ten_is_invalid_config(
+    kafka_broker: Broker, kafka_topic: TopicFactory
+) -> None:
+    topic = kafka_topic()
+    with RawClient(kafka_broker.bootstrap_servers) as client:
+        code, message = set_configs(client, topic, {"compression.gzip.level": "10"})
+    assert code == INVALID_CONFIG
+    assert message is not None and "compression.gzip.level" in message
+
+
 @pytest.mark.parametrize("case", sorted(BAD_VALUES))
 def test_a_bad_value_is_invalid_config(
     kafka_broker: Broker, kafka_topic: TopicFactory, case: str
