@@ -113,6 +113,34 @@ def test_offset_for_timestamp_with_non_monotonic_timestamps() -> None:
     assert log.max_timestamp() == (6, 900)  # the first record holding the maximum
 
 
+def test_a_first_batch_stamped_zero_does_not_hide_the_next() -> None:
+    log = PartitionLog()
+    _append(log, 1, timestamp=0)
+    _append(log, 1, timestamp=1)
+    assert log.offset_for_timestamp(1) == (1, 1)
+    assert log.max_timestamp() == (1, 1)
+
+
+def test_timestamp_lookups_after_delete_records() -> None:
+    log = PartitionLog()
+    for timestamp in (5, 10, 20, 30):
+        _append(log, 1, timestamp=timestamp)
+    assert log.delete_before(1) == 1
+    assert log.offset_for_timestamp(25) == (3, 30)
+    assert log.offset_for_timestamp(0) == (1, 10)
+    assert log.max_timestamp() == (3, 30)
+
+
+def test_batches_without_timestamps_are_stored_and_cut() -> None:
+    """NO_TIMESTAMP (-1) records, which Produce takes unless a topic bounds timestamps."""
+    log = PartitionLog()
+    for _ in range(3):
+        _append(log, 1, timestamp=-1)
+    assert log.delete_before(1) == 1
+    assert [read_header(b).base_offset for b in log.batches()] == [1, 2]
+    assert log.offset_for_timestamp(0) is None
+
+
 @given(
     timestamps=st.lists(st.integers(0, 10_000), min_size=1, max_size=20),
     target=st.integers(0, 11_000),
