@@ -115,9 +115,10 @@ def test_values_become_json() -> None:
     assert recording.plain(small) == {"base64": "AQI="}
     assert recording.plain(bytes(recording.BYTES_SHOWN))["base64"]
     assert recording.plain(large) == {"size": recording.BYTES_SHOWN + 1}
-    assert recording.plain(datetime.timedelta(seconds=3)) == 3000
+    # Whole milliseconds as ints: a JSON line says 3000, never 3000.0.
+    assert json.dumps(recording.plain(datetime.timedelta(seconds=3))) == "3000"
     moment = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
-    assert recording.plain(moment) == 1_577_836_800_000
+    assert json.dumps(recording.plain(moment)) == "1577836800000"
     ident = uuid.UUID(int=5)
     assert recording.plain(ident) == str(ident)
     assert recording.plain((1, "a", None, True)) == [1, "a", None, True]
@@ -134,6 +135,28 @@ def test_values_become_json() -> None:
             )
         )
     )
+
+
+def test_an_exchange_as_a_json_line() -> None:
+    """When it was asked (seconds, to the microsecond), how long the answer took (ms, to
+    the microsecond) and what went wrong, under the names the JSON lines use."""
+    answered = recording.Exchange(
+        connection=2,
+        api_key=API_VERSIONS,
+        version=3,
+        correlation_id=7,
+        client_id="c",
+        request={},
+        asked_at=10.1234567,
+        answered_at=10.1234567 + 0.00012345,
+        problems=["response undecoded: too short"],
+    )
+    line = answered.as_json()
+    assert (line["at"], line["ms"]) == (10.123457, 0.123)
+    assert line["problems"] == ["response undecoded: too short"]
+    waiting = recording.Exchange(2, API_VERSIONS, 3, 8, None, {}, asked_at=1.0)
+    assert waiting.as_json()["ms"] is None
+    assert "problems" not in waiting.as_json()
 
 
 def test_broker_addresses_are_found_and_replaced_everywhere_they_appear() -> None:
