@@ -30,6 +30,7 @@ from scenario import (
 CLIENT = "kafka-python"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMEOUT = 20.0
+POLL_MS = 500  # a poll long enough for kafka-python to finish a group join
 
 
 def main() -> int:
@@ -64,13 +65,7 @@ def scenario(run: Scenario) -> None:
     run.done("headers", "timestamps", "keyed")
 
     with run.step("consume_group"):
-        reader = KafkaConsumer(
-            topic,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            **common,
-        )
+        reader = group_member(common, topic, group, "earliest", enable_auto_commit=False)
         deadline = time.monotonic() + TIMEOUT
         while len(report.get("consumed", {})) < flags.messages:
             if time.monotonic() > deadline:
@@ -120,6 +115,23 @@ def scenario(run: Scenario) -> None:
     with run.step("delete_topic"):
         admin.delete_topics([topic])
     admin.close()
+
+
+def group_member(
+    common: dict[str, Any],
+    topic: str,
+    group: str,
+    reset: str,
+    listener: Any = None,
+    **settings: Any,
+) -> KafkaConsumer:
+    """A consumer subscribed to `topic` in `group`, knowing the topic's partitions first:
+    kafka-python 3.0 can stall in a group whose first assignment it made without the
+    topic's metadata (the leader then never applies its own share)."""
+    consumer = KafkaConsumer(group_id=group, auto_offset_reset=reset, **common, **settings)
+    consumer.partitions_for_topic(topic)
+    consumer.subscribe([topic], listener=listener)
+    return consumer
 
 
 def describe_topic(admin: KafkaAdminClient, topic: str) -> dict[str, Any]:
@@ -188,14 +200,14 @@ def read_from(
 
 
 def from_latest(common: dict[str, Any], topic: str, group: str) -> list[str]:
-    reader = KafkaConsumer(topic, group_id=group, auto_offset_reset="latest", **common)
+    reader = group_member(common, topic, group, "latest")
     writer = KafkaProducer(acks="all", **common)
 
     def send(key: str) -> None:
         writer.send(topic, key=key.encode(), value=b"late").get(TIMEOUT)
 
     def poll() -> list[str]:
-        return [m.key.decode() for batch in reader.poll(50).values() for m in batch]
+        return [m.key.decode() for batch in reader.poll(POLL_MS).values() for m in batch]
 
     keys = read_late(send, poll)
     writer.close(TIMEOUT)
@@ -210,8 +222,7 @@ class Member(threading.Thread, ConsumerRebalanceListener):  # type: ignore[misc]
         super().__init__(daemon=True)
         self.held: set[int] = set()
         self.stopping = threading.Event()
-        self.consumer = KafkaConsumer(group_id=group, auto_offset_reset="earliest", **common)
-        self.consumer.subscribe([topic], listener=self)
+        self.consumer = group_member(common, topic, group, "earliest", listener=self)
         self.start()
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
@@ -221,8 +232,10 @@ class Member(threading.Thread, ConsumerRebalanceListener):  # type: ignore[misc]
         self.held = set()
 
     def run(self) -> None:
+        # kafka-python 3.0 rejoins a group only within a poll long enough to finish the
+        # join; 50 ms polls on a busy machine left a member out for good.
         while not self.stopping.is_set():
-            self.consumer.poll(50)
+            self.consumer.poll(POLL_MS)
         self.consumer.close()
 
     def stop(self) -> None:
