@@ -154,6 +154,30 @@ def test_receiver_cuts_small_and_large_frames_at_any_read_size(step: int) -> Non
     assert _feed_receiver(receiver, stream, step) == bodies
 
 
+def _feed_like_asyncio(receiver: FrameReceiver, stream: bytes, step: int) -> list[bytes]:
+    """As asyncio's BufferedProtocol does: the view from buffer() is released before
+    received(), so a large frame's own buffer can grow in place."""
+    frames: list[bytes] = []
+    position = 0
+    while position < len(stream):
+        target = receiver.buffer()
+        chunk = stream[position : position + min(step, len(target))]
+        target[: len(chunk)] = chunk
+        target.release()
+        frames.extend(bytes(f) for f in receiver.received(len(chunk)))
+        position += len(chunk)
+    return frames
+
+
+@pytest.mark.parametrize("step", [1000, 4000, 8192])
+def test_a_large_frame_grows_its_buffer_in_place_and_the_next_frame_follows(step: int) -> None:
+    bodies = [b"L" * 4097, b"s" * 4, b"M" * 20_000, b"t"]
+    stream = b"".join(encode_frame(body) for body in bodies)
+    receiver = FrameReceiver(scratch_bytes=1024, max_scratch_bytes=1024, first_large_bytes=4096)
+    assert _feed_like_asyncio(receiver, stream, step) == bodies
+    assert not receiver.partial
+
+
 def test_receiver_keeps_a_partial_next_frame() -> None:
     receiver = FrameReceiver(scratch_bytes=1024)
     stream = encode_frame(b"first") + encode_frame(b"second")[:6]
