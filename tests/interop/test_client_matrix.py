@@ -340,7 +340,9 @@ def _build_java(driver: Driver, work: Path) -> list[str]:
             "run `python tools/jvm_jars.py clients`"
         )
     classpath = os.pathsep.join(str(jar) for jar in jars)
-    sources = sorted(str(path) for path in (HERE / driver.folder).glob("*.java"))
+    # With the JSON writer it shares with tests/interop/jvm/ClientScenarios.java.
+    shared = [HERE / "jvm" / "Json.java"]
+    sources = sorted(str(path) for path in [*(HERE / driver.folder).glob("*.java"), *shared])
     compiled = subprocess.run(
         [
             "javac",

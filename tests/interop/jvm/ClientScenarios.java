@@ -196,7 +196,7 @@ public final class ClientScenarios {
     // --- reporting ---
 
     static synchronized void emit(Map<String, Object> line) {
-        System.out.println(json(line));
+        System.out.println(Json.of(line));
         System.out.flush();
     }
 
@@ -226,64 +226,6 @@ public final class ClientScenarios {
             text.append("  at ").append(frames[i]).append('\n');
         }
         return text.toString().strip();
-    }
-
-    static String json(Object value) {
-        StringBuilder out = new StringBuilder();
-        writeJson(out, value);
-        return out.toString();
-    }
-
-    static void writeJson(StringBuilder out, Object value) {
-        if (value == null) {
-            out.append("null");
-        } else if (value instanceof Boolean || value instanceof Integer || value instanceof Long) {
-            out.append(value);
-        } else if (value instanceof Number number) {
-            double d = number.doubleValue();
-            out.append(Double.isFinite(d) ? Double.toString(d) : "null");
-        } else if (value instanceof Map<?, ?> map) {
-            out.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> entry : map.entrySet()) {
-                if (!first) {
-                    out.append(',');
-                }
-                first = false;
-                writeString(out, String.valueOf(entry.getKey()));
-                out.append(':');
-                writeJson(out, entry.getValue());
-            }
-            out.append('}');
-        } else if (value instanceof Collection<?> items) {
-            out.append('[');
-            boolean first = true;
-            for (Object item : items) {
-                if (!first) {
-                    out.append(',');
-                }
-                first = false;
-                writeJson(out, item);
-            }
-            out.append(']');
-        } else {
-            writeString(out, value.toString());
-        }
-    }
-
-    static void writeString(StringBuilder out, String text) {
-        out.append('"');
-        for (int i = 0; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20 || c > 0x7e) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        out.append('"');
     }
 
     // --- checks ---

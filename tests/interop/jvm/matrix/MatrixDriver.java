@@ -79,7 +79,7 @@ public final class MatrixDriver {
         watchdog.setDaemon(true);
         watchdog.start();
         try {
-            System.out.println(json(run()));
+            System.out.println(Json.of(run()));
             System.out.flush();
         } catch (Throwable error) {
             System.err.println("MatrixDriver: step " + step + ": " + describe(error));
@@ -603,62 +603,5 @@ public final class MatrixDriver {
                     .append(t.getClass().getName()).append(": ").append(t.getMessage());
         }
         return text.toString();
-    }
-
-    // --- JSON ---
-
-    static String json(Object value) {
-        StringBuilder out = new StringBuilder();
-        writeJson(out, value);
-        return out.toString();
-    }
-
-    static void writeJson(StringBuilder out, Object value) {
-        if (value == null) {
-            out.append("null");
-        } else if (value instanceof Boolean || value instanceof Integer || value instanceof Long) {
-            out.append(value);
-        } else if (value instanceof Map<?, ?> map) {
-            out.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> entry : map.entrySet()) {
-                if (!first) {
-                    out.append(',');
-                }
-                first = false;
-                writeString(out, String.valueOf(entry.getKey()));
-                out.append(':');
-                writeJson(out, entry.getValue());
-            }
-            out.append('}');
-        } else if (value instanceof Collection<?> items) {
-            out.append('[');
-            boolean first = true;
-            for (Object item : items) {
-                if (!first) {
-                    out.append(',');
-                }
-                first = false;
-                writeJson(out, item);
-            }
-            out.append(']');
-        } else {
-            writeString(out, value.toString());
-        }
-    }
-
-    static void writeString(StringBuilder out, String text) {
-        out.append('"');
-        for (int i = 0; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20 || c > 0x7e) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        out.append('"');
     }
 }
