@@ -258,7 +258,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else ""
-        limit = self._node.cluster.config.max_connections
+        limit = self._node.cluster.max_connections
         if len(self._node._connections) >= limit:
             log.warning("refusing %s: max_connections=%d reached", peer, limit)
             self._closing = True

@@ -35,9 +35,7 @@ from minibroker.protocol.messages import (
 from minibroker.state.topics import TopicError, effective_configs, validate_topic_configs
 
 _REFUSALS: dict[tuple[int, str], StringVariants] = {}
-_CONFIG_LISTS: dict[
-    tuple[int, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], bytes
-] = {}
+_CONFIG_LISTS: dict[tuple[int, tuple[tuple[str, str], ...], tuple[object, ...]], bytes] = {}
 MAX_CACHED_CONFIG_LISTS = 256
 NO_TAGS = b"\x00"
 NULL_LIST_AND_NO_TAGS = b"\x00" + NO_TAGS
@@ -95,7 +93,9 @@ def _configs(ctx: RequestContext, configs: dict[str, str]) -> bytes:
                     name=name,
                     value=value,
                     read_only=False,
-                    config_source=SOURCE_DYNAMIC_TOPIC if set_on_topic else SOURCE_DEFAULT,
+                    config_source=SOURCE_DYNAMIC_TOPIC
+                    if set_on_topic
+                    else registry.default_sources.get(name, SOURCE_DEFAULT),
                     is_sensitive=False,
                 )
             )
@@ -167,7 +167,8 @@ def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
                 configs=asked,
                 validate_only=request.validate_only,
             )
-            configs = topic.configs if topic else validate_topic_configs(asked)
+            defaults = cluster.topics.defaults
+            configs = topic.configs if topic else validate_topic_configs(asked, defaults)
         except TopicError as exc:
             results.append(_result(ctx, wanted.name, error(exc.error_code), exc.message))
             continue

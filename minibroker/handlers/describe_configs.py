@@ -1,31 +1,41 @@
 """DescribeConfigs (key 32), versions 0-4 (0 through protocol/legacy.py: is_default
 instead of a config source).
 
-Topics: every topic config Kafka 3.9 has (state/topics.py), with the value in force,
-whether it was set on the topic (DYNAMIC_TOPIC_CONFIG) or is the default
-(DEFAULT_CONFIG), Kafka's config type and, when asked (v1+ include_synonyms), the
-synonyms Kafka reports: the topic's own value if it sets one, then the broker config it
-falls back to (this broker's setting as STATIC_BROKER_CONFIG where it differs from Kafka's
-default, then Kafka's default as DEFAULT_CONFIG). The broker: the settings it runs with
-(STATIC_BROKER_CONFIG). Resource name "" or this broker's id.
-Not done: broker synonyms (empty), documentation (null), broker loggers (INVALID_REQUEST).
+Topics: every topic config Kafka 3.9 has (state/topics.py), with the value in force and
+where it comes from: set on the topic (DYNAMIC_TOPIC_CONFIG), else the broker config
+behind it (state/broker_configs.py: set for this broker, DYNAMIC_BROKER_CONFIG, or
+cluster-wide, DYNAMIC_DEFAULT_BROKER_CONFIG, while it runs; a start-up setting away from
+Kafka's default, STATIC_BROKER_CONFIG; else DEFAULT_CONFIG), Kafka's config type and,
+when asked (v1+ include_synonyms), the synonyms Kafka reports in Kafka's order.
+The broker, by its id: every broker config it knows with a value, read_only unless it
+can change while the broker runs; by "": the cluster-wide values set.
+Not done: documentation (null), broker loggers (INVALID_REQUEST).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._common import (
-    NO_THROTTLE,
+from minibroker.handlers._common import NO_THROTTLE
+from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.broker_configs import (
+    BROKER_CONFIG_TOPICS,
+    CLUSTER_DEFAULT,
+    DYNAMIC_BROKER_CONFIGS,
+    SCALED_BROKER_CONFIGS,
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
-    SOURCE_STATIC_BROKER,
+    ConfigValue,
 )
-from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import LONG_MAX, TOPIC_CONFIG_TYPES, Topic, quoted
+from minibroker.state.topics import (
+    SHOWN_NAME_CHARS,
+    TOPIC_CONFIG_TYPES,
+    Topic,
+    TopicRegistry,
+    quoted,
+)
 
 TOPIC = 2
 BROKER = 4
@@ -41,7 +51,7 @@ _TYPE_NUMBERS = {
     "list": TYPE_LIST,
 }
 
-# The types (KafkaConfig) of the broker settings BrokerConfig.broker_configs() reports.
+# The types (KafkaConfig) of the broker configs not behind a topic config.
 _BROKER_TYPES = {
     "auto.create.topics.enable": TYPE_BOOLEAN,
     "num.partitions": TYPE_INT,
@@ -60,99 +70,54 @@ _BROKER_TYPES = {
     "log.message.timestamp.type": TYPE_STRING,
 }
 
-# Kafka 3.9's broker config each topic config falls back to (ServerTopicConfigSynonyms:
-# the first, highest-priority one) and that broker config's Kafka default: None where it
-# has none (log.retention.ms and the like default to null and defer to e.g.
-# log.retention.hours, so Kafka lists no synonym for them). Topic configs not named here
-# have no broker config (remote.storage.enable, remote.log.*.disable, the throttled
-# replica lists).
-TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, str | None]] = {
-    "cleanup.policy": ("log.cleanup.policy", "delete"),
-    "compression.type": ("compression.type", "producer"),
-    "compression.gzip.level": ("compression.gzip.level", "-1"),
-    "compression.lz4.level": ("compression.lz4.level", "9"),
-    "compression.zstd.level": ("compression.zstd.level", "3"),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms", "86400000"),
-    "file.delete.delay.ms": ("log.segment.delete.delay.ms", "60000"),
-    "flush.messages": ("log.flush.interval.messages", LONG_MAX),
-    "flush.ms": ("log.flush.interval.ms", None),
-    "index.interval.bytes": ("log.index.interval.bytes", "4096"),
-    "local.retention.bytes": ("log.local.retention.bytes", "-2"),
-    "local.retention.ms": ("log.local.retention.ms", "-2"),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", LONG_MAX),
-    "max.message.bytes": ("message.max.bytes", "1048588"),
-    "message.downconversion.enable": ("log.message.downconversion.enable", "true"),
-    "message.format.version": ("log.message.format.version", "3.0-IV1"),
-    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms", LONG_MAX),
-    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms", LONG_MAX),
-    "message.timestamp.difference.max.ms": (
-        "log.message.timestamp.difference.max.ms",
-        LONG_MAX,
-    ),
-    "message.timestamp.type": ("log.message.timestamp.type", "CreateTime"),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", "0.5"),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", "0"),
-    "min.insync.replicas": ("min.insync.replicas", "1"),
-    "preallocate": ("log.preallocate", "false"),
-    "retention.bytes": ("log.retention.bytes", "-1"),
-    "retention.ms": ("log.retention.ms", None),
-    "segment.bytes": ("log.segment.bytes", "1073741824"),
-    "segment.index.bytes": ("log.index.size.max.bytes", "10485760"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", None),
-    "segment.ms": ("log.roll.ms", None),
-    "unclean.leader.election.enable": ("unclean.leader.election.enable", "false"),
-}
 
-# (name, value, source) of one synonym.
-Synonym = tuple[str, str | None, int]
-
-
-def topic_synonyms(
-    name: str, topic_value: str | None, broker_configs: Mapping[str, str]
-) -> list[Synonym]:
-    """Kafka's synonyms of topic config `name`, highest priority first: the topic's own
-    value (None: it sets none), this broker's setting of the broker config behind it,
-    and that broker config's default."""
-    synonyms: list[Synonym] = []
-    if topic_value is not None:
-        synonyms.append((name, topic_value, SOURCE_DYNAMIC_TOPIC))
-    if name in TOPIC_CONFIG_SYNONYMS:
-        broker_name, default = TOPIC_CONFIG_SYNONYMS[name]
-        # Kafka lists the broker synonyms from the primary one on (ConfigHelper.
-        # configSynonyms): its static setting, then its default. A primary with neither
-        # (log.retention.ms) leaves the list empty, even where a lesser synonym
-        # (log.retention.hours) has a default.
-        # A setting equal to Kafka's default is reported as the default alone, as Kafka
-        # reports a broker config its server.properties leaves out.
-        if broker_name in broker_configs and broker_configs[broker_name] != default:
-            synonyms.append((broker_name, broker_configs[broker_name], SOURCE_STATIC_BROKER))
-        if default is not None:
-            synonyms.append((broker_name, default, SOURCE_DEFAULT))
-    return synonyms
+def _broker_type(name: str) -> int:
+    """Kafka's ConfigType of broker config `name`."""
+    if name in _BROKER_TYPES:
+        return _BROKER_TYPES[name]
+    if name in SCALED_BROKER_CONFIGS:
+        return TYPE_INT
+    topic_name = BROKER_CONFIG_TOPICS.get(name)
+    if topic_name is not None:
+        return _TYPE_NUMBERS[TOPIC_CONFIG_TYPES[topic_name]]
+    return TYPE_STRING
 
 
 def _entry(
     ctx: RequestContext,
     name: str,
-    value: str,
-    source: int,
+    described: ConfigValue,
     config_type: int,
-    synonyms: list[Synonym],
+    read_only: bool,
+    include_synonyms: bool,
 ) -> Any:
     return ctx.make(
         "DescribeConfigsResourceResult",
         name=name,
-        value=value,
-        read_only=source != SOURCE_DYNAMIC_TOPIC and source != SOURCE_DEFAULT,
-        config_source=source,
-        is_default=source == SOURCE_DEFAULT,
+        value=described.value,
+        read_only=read_only,
+        config_source=described.source,
+        is_default=described.source == SOURCE_DEFAULT,
         is_sensitive=False,
         synonyms=tuple(
             ctx.make("DescribeConfigsSynonym", name=s_name, value=s_value, source=s_source)
-            for s_name, s_value, s_source in synonyms
-        ),
+            for s_name, s_value, s_source in described.synonyms
+        )
+        if include_synonyms
+        else (),
         config_type=config_type,
         documentation=None,
+    )
+
+
+def topic_config(topic: Topic, name: str, defaults: TopicRegistry) -> ConfigValue:
+    """Topic config `name` as DescribeConfigs reports it: the topic's own value first."""
+    behind = defaults.default_synonyms.get(name, ())
+    if name in topic.configs:
+        own = topic.configs[name]
+        return ConfigValue(own, SOURCE_DYNAMIC_TOPIC, ((name, own, SOURCE_DYNAMIC_TOPIC), *behind))
+    return ConfigValue(
+        defaults.defaults[name], defaults.default_sources.get(name, SOURCE_DEFAULT), behind
     )
 
 
@@ -160,35 +125,36 @@ def _topic_entries(
     ctx: RequestContext, topic: Topic, keys: Any, include_synonyms: bool
 ) -> tuple[Any, ...]:
     wanted = set(keys) if keys is not None else None
-    broker_configs = ctx.cluster.config.broker_configs() if include_synonyms else {}
+    registry = ctx.cluster.topics
     return tuple(
         _entry(
             ctx,
             name,
-            value,
-            SOURCE_DYNAMIC_TOPIC if set_on_topic else SOURCE_DEFAULT,
+            topic_config(topic, name, registry),
             _TYPE_NUMBERS[TOPIC_CONFIG_TYPES[name]],
-            topic_synonyms(name, value if set_on_topic else None, broker_configs)
-            if include_synonyms
-            else [],
+            False,
+            include_synonyms,
         )
-        for name, (value, set_on_topic) in sorted(topic.effective_configs().items())
+        for name in sorted(TOPIC_CONFIG_TYPES)
         if wanted is None or name in wanted
     )
 
 
-def _broker_entries(ctx: RequestContext, keys: Any) -> tuple[Any, ...]:
+def _broker_entries(
+    ctx: RequestContext, keys: Any, per_broker: bool, include_synonyms: bool
+) -> tuple[Any, ...]:
     wanted = set(keys) if keys is not None else None
+    configs = ctx.cluster.broker_configs
     return tuple(
         _entry(
             ctx,
             name,
-            value,
-            SOURCE_STATIC_BROKER,
-            _BROKER_TYPES.get(name, TYPE_STRING),
-            [],
+            configs.describe(name, per_broker),
+            _broker_type(name),
+            name not in DYNAMIC_BROKER_CONFIGS,
+            include_synonyms,
         )
-        for name, value in sorted(ctx.cluster.config.broker_configs().items())
+        for name in configs.described_names(per_broker)
         if wanted is None or name in wanted
     )
 
@@ -213,6 +179,8 @@ def _result(
 @api(32, "DescribeConfigs", 0, 4)
 def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
+    # v0 has no include_synonyms (and always got none here).
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
     for resource in request.resources:
         if resource.resource_type == TOPIC:
             topic = ctx.cluster.topics.get(resource.resource_name)
@@ -226,8 +194,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                 )
                 continue
-            # v0 has no include_synonyms (and always got none here).
-            include_synonyms = bool(getattr(request, "include_synonyms", False))
             results.append(
                 _result(
                     ctx,
@@ -238,13 +204,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(ctx.node_id)):
+            if resource.resource_name not in (CLUSTER_DEFAULT, str(ctx.node_id)):
                 results.append(
                     _result(
                         ctx,
                         resource,
                         ErrorCode.invalid_request,
-                        f"this is broker {ctx.node_id}, not {quoted(resource.resource_name)}",
+                        f"Unexpected broker id, expected {ctx.node_id} or empty string, "
+                        f"but received {resource.resource_name[:SHOWN_NAME_CHARS]}",
                     )
                 )
                 continue
@@ -254,7 +221,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     resource,
                     ErrorCode.none,
                     None,
-                    _broker_entries(ctx, resource.configuration_keys),
+                    _broker_entries(
+                        ctx,
+                        resource.configuration_keys,
+                        resource.resource_name != CLUSTER_DEFAULT,
+                        include_synonyms,
+                    ),
                 )
             )
         else:

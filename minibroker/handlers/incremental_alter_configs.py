@@ -1,17 +1,20 @@
 """IncrementalAlterConfigs (key 44), versions 0-1.
 
-Changes a topic's configs, each by its operation: SET a value, DELETE (back to the
-default), APPEND items to or SUBTRACT them from a list config (cleanup.policy). Each
-resource is changed all or nothing; validate_only checks without changing. The new
-values are in force at once (Produce reads max.message.bytes per batch) and DescribeConfigs
-reports them as DYNAMIC_TOPIC_CONFIG, deleted ones as DEFAULT_CONFIG. As Kafka answers:
-an unknown config name, a value Kafka would refuse, or APPEND/SUBTRACT on a config that
-is not a list is INVALID_CONFIG; a config named twice in a resource, a null value
-(except to DELETE), an unknown operation or a resource named twice in the request is
-INVALID_REQUEST; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. DELETE of a config the
-topic does not set, known or not, succeeds and changes nothing, as in Kafka.
-Not done: broker and broker-logger configs (INVALID_REQUEST: this broker's settings are
-fixed at start-up), alter-config policies.
+Changes a topic's configs, or the broker's (BROKER resources: this broker's id, or ""
+for the cluster-wide defaults; see state/broker_configs.py), each by its operation: SET
+a value, DELETE (back to the default), APPEND items to or SUBTRACT them from a list
+config (cleanup.policy, log.cleanup.policy). Each resource is changed all or nothing;
+validate_only checks without changing. The new values are in force at once (Produce
+reads max.message.bytes per batch; a topic without its own value follows the broker's)
+and DescribeConfigs reports them. As Kafka answers, for topics: an unknown config name,
+a value Kafka would refuse, or APPEND/SUBTRACT on a config that is not a list is
+INVALID_CONFIG; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION; DELETE of a config the
+topic does not set, known or not, succeeds and changes nothing. For the broker: another
+broker's id, a config fixed at start-up or a bad value is INVALID_REQUEST; an unknown
+name is kept and changes nothing. For both: a config named twice in a resource, a null
+value (except to DELETE), an unknown operation or a resource named twice in the request
+is INVALID_REQUEST.
+Not done: broker-logger configs (INVALID_REQUEST), alter-config policies.
 """
 
 from __future__ import annotations
@@ -36,15 +39,14 @@ def refusal(resource: Any, duplicated: set[tuple[int, str]]) -> str | None:
     INVALID_REQUEST before its configs are looked at, or None."""
     if (resource.resource_type, resource.resource_name) in duplicated:
         return "each resource may appear at most once in a request"
-    if resource.resource_type in (BROKER, BROKER_LOGGER):
-        kind = "broker" if resource.resource_type == BROKER else "broker logger"
+    if resource.resource_type == BROKER_LOGGER:
+        return "broker logger configs cannot be changed on this broker"
+    if resource.resource_type not in (TOPIC, BROKER):
         return (
-            f"{kind} configs cannot be changed on this broker: its settings are fixed "
-            "when it starts"
+            f"resource type {resource.resource_type} is not served "
+            "(only topics, type 2, and brokers, type 4)"
         )
-    if resource.resource_type != TOPIC:
-        return f"resource type {resource.resource_type} is not served (only topics, type 2)"
-    if resource.resource_name == "":
+    if resource.resource_type == TOPIC and resource.resource_name == "":
         return "a topic name is required: default topic configs cannot be changed"
     repeated = sorted(
         name for name, count in Counter(c.name for c in resource.configs).items() if count > 1
@@ -59,9 +61,11 @@ def duplicated_resources(resources: Any) -> set[tuple[int, str]]:
     return {key for key, count in counts.items() if count > 1}
 
 
-def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], None]) -> Any:
+def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], bool]) -> Any:
     """The response to an (Incremental)AlterConfigs request: each resource refused (see
-    `refusal`) or changed by `alter`, which raises TopicError to refuse it."""
+    `refusal`) or changed by `alter`, which raises TopicError to refuse it and returns
+    whether the broker configs changed."""
+    broker_configs_changed = False
     duplicated = duplicated_resources(request.resources)
     results = []
     for resource in request.resources:
@@ -71,7 +75,7 @@ def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], None]) -> A
             code, message = ErrorCode.invalid_request, refused
         else:
             try:
-                alter(resource)
+                broker_configs_changed |= alter(resource)
             except TopicError as exc:
                 code, message = error(exc.error_code), exc.message
         results.append(
@@ -83,16 +87,26 @@ def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], None]) -> A
                 resource_name=resource.resource_name,
             )
         )
+    if broker_configs_changed:
+        ctx.cluster.broker_configs_changed()
     return ctx.response(throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
 @api(44, "IncrementalAlterConfigs", 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    def alter(resource: Any) -> None:
+    def alter(resource: Any) -> bool:
+        operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        if resource.resource_type == BROKER:
+            return ctx.cluster.broker_configs.alter(
+                resource.resource_name,
+                operations,
+                node_id=ctx.node_id,
+                nodes=len(ctx.cluster.nodes),
+                validate_only=request.validate_only,
+            )
         ctx.cluster.topics.incremental_alter_configs(
-            resource.resource_name,
-            [(c.name, c.config_operation, c.value) for c in resource.configs],
-            validate_only=request.validate_only,
+            resource.resource_name, operations, validate_only=request.validate_only
         )
+        return False
 
     return answer(ctx, request, alter)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from minibroker.config import BrokerConfig
+from minibroker.state.broker_configs import BrokerConfigs
 from minibroker.state.clock import Clock, SystemClock
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
@@ -33,11 +34,11 @@ class ClusterState:
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
         self.nodes: dict[int, Node] = {}
+        self.broker_configs = BrokerConfigs(self.config.broker_configs())
         self.topics = TopicRegistry(
-            lambda: list(self.nodes) or [0],
-            self.config.max_partitions_per_broker,
-            defaults={"max.message.bytes": str(self.config.message_max_bytes)},
+            lambda: list(self.nodes) or [0], self.config.max_partitions_per_broker
         )
+        self.broker_configs_changed()
         self.producer_ids = ProducerIdAllocator()
         self.groups = GroupCoordinator(self.config, self._partition_exists)
         # Called with what changed (a PartitionLog after an append, GROUP_EVENTS after a
@@ -55,6 +56,20 @@ class ClusterState:
 
     def add_node(self, node: Node) -> None:
         self.nodes[node.node_id] = node
+
+    def broker_configs_changed(self) -> None:
+        """Topic configs' defaults follow the broker configs (after a dynamic change)."""
+        defaults = self.broker_configs.topic_defaults()
+        self.topics.set_defaults(
+            {name: d.value for name, d in defaults.items() if d.value is not None},
+            {name: d.source for name, d in defaults.items()},
+            {name: d.synonyms for name, d in defaults.items()},
+        )
+
+    @property
+    def max_connections(self) -> int:
+        """Connections each node accepts (max.connections, changeable while running)."""
+        return int(self.broker_configs.value("max.connections") or self.config.max_connections)
 
     def notify_append(self, key: Hashable = GROUP_EVENTS) -> None:
         """`key` changed: new data in a partition log, or a group (the default)."""

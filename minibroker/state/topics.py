@@ -240,7 +240,7 @@ def _is_integer(value: str) -> bool:
 _DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
-def _check_value(name: str, value: str) -> str:
+def check_config_value(name: str, value: str) -> str:
     """The value as Kafka reads it for topic config `name` (trimmed; ints, longs and
     booleans in their canonical form; lists joined by ","); INVALID_CONFIG unless it is
     one Kafka accepts."""
@@ -315,7 +315,9 @@ def _check_value(name: str, value: str) -> str:
     return text
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+def validate_topic_configs(
+    configs: Mapping[str, str | None], defaults: Mapping[str, str] = TOPIC_CONFIG_DEFAULTS
+) -> dict[str, str]:
     """The configs a topic sets, each value as Kafka reads it; INVALID_CONFIG for an
     unknown name, a bad value, or values that do not fit together (Kafka's
     LogConfig.validateValues and, for a broker without tiered storage, remote storage)."""
@@ -325,10 +327,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             raise TopicError(INVALID_CONFIG, f"unknown topic config {quoted(name)}")
         if value is None:
             continue
-        checked[name] = _check_value(name, value)
+        checked[name] = check_config_value(name, value)
 
     def effective(name: str) -> str:
-        return checked.get(name, TOPIC_CONFIG_DEFAULTS[name])
+        return checked.get(name, defaults[name])
 
     least_lag = int(effective("min.compaction.lag.ms"))
     most_lag = int(effective("max.compaction.lag.ms"))
@@ -399,10 +401,15 @@ class TopicRegistry:
         max_partitions_per_broker: int = 100_000,
         defaults: Mapping[str, str] | None = None,
     ) -> None:
-        # Topic configs' defaults on this broker: Kafka's, but for those the broker's own
-        # settings give (max.message.bytes from message.max.bytes).
-        self.defaults: Mapping[str, str] = {**TOPIC_CONFIG_DEFAULTS, **(defaults or {})}
-        self.defaults_key = tuple(sorted(self.defaults.items()))
+        # Topic configs' defaults on this broker: Kafka's, but for those the broker's
+        # configs give (max.message.bytes from message.max.bytes). One dict shared by
+        # every topic, changed in place (set_defaults) when the broker configs change.
+        self.defaults: dict[str, str] = dict(TOPIC_CONFIG_DEFAULTS)
+        # The ConfigSource of each default (Kafka's DEFAULT_CONFIG unless a broker config
+        # gives it) and Kafka's synonyms behind it.
+        self.default_sources: dict[str, int] = {}
+        self.default_synonyms: dict[str, tuple[tuple[str, str | None, int], ...]] = {}
+        self.defaults_key: tuple[object, ...] = ()
         self._broker_ids = broker_ids
         self.max_partitions_per_broker = max_partitions_per_broker
         self.partition_count = 0
@@ -410,6 +417,22 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._leader_cursor = 0
         self.on_change: list[Callable[[], None]] = []
+        self.set_defaults(defaults or {})
+
+    def set_defaults(
+        self,
+        values: Mapping[str, str],
+        sources: Mapping[str, int] | None = None,
+        synonyms: Mapping[str, tuple[tuple[str, str | None, int], ...]] | None = None,
+    ) -> None:
+        """Topic configs' defaults from now on (each topic not setting one uses it)."""
+        self.defaults.update(values)
+        self.default_sources = dict(sources or {})
+        self.default_synonyms = dict(synonyms or {})
+        self.defaults_key = (
+            tuple(sorted(self.defaults.items())),
+            tuple(sorted(self.default_sources.items())),
+        )
 
     def __contains__(self, name: object) -> bool:
         return name in self._topics
@@ -458,7 +481,7 @@ class TopicRegistry:
                 f"replication factor {replication_factor} is not within 1..{broker_count} "
                 "(the number of brokers)",
             )
-        checked = validate_topic_configs(configs or {})
+        checked = validate_topic_configs(configs or {}, self.defaults)
         self._check_room(partitions)
         if validate_only:
             return None
@@ -515,7 +538,7 @@ class TopicRegistry:
         topic = self._topics.get(name)
         if topic is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {quoted(name)} does not exist")
-        checked = validate_topic_configs(configs)
+        checked = validate_topic_configs(configs, self.defaults)
         if not validate_only and checked != topic.configs:
             topic.configs = checked
             self._changed()

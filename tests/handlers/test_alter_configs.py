@@ -30,7 +30,7 @@ NONE, UNKNOWN_TOPIC_OR_PARTITION, MESSAGE_TOO_LARGE = 0, 3, 10
 INVALID_CONFIG, INVALID_REQUEST = 40, 42
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
 Described = dict[str, tuple[str | None, int]]
 Result = tuple[int, str | None, int, str]
@@ -275,8 +275,28 @@ REFUSED_INCREMENTAL: dict[str, tuple[int, str | None, list[Change], int, str]] =
     "unknown-operation": (TOPIC, None, [("retention.ms", 7, "1")], INVALID_REQUEST, "7"),
     "unknown-topic": (TOPIC, "no-such-topic", [], UNKNOWN_TOPIC_OR_PARTITION, "no-such-topic"),
     "no-topic-name": (TOPIC, "", [], INVALID_REQUEST, "topic name"),
-    "broker": (BROKER, "0", [("retention.ms", SET, "1")], INVALID_REQUEST, "broker configs"),
-    "default-broker": (BROKER, "", [("log.retention.ms", SET, "1")], INVALID_REQUEST, "broker"),
+    "other-broker": (BROKER, "7", [("log.retention.ms", SET, "1")], INVALID_REQUEST, "id"),
+    "fixed-broker-config": (
+        BROKER,
+        "0",
+        [("log.retention.ms", SET, "1"), ("num.partitions", SET, "3")],
+        INVALID_REQUEST,
+        "Cannot update these configs dynamically: Set(num.partitions)",
+    ),
+    "bad-broker-value": (
+        BROKER,
+        "",
+        [("message.max.bytes", SET, "big")],
+        INVALID_REQUEST,
+        "Invalid value big for configuration message.max.bytes: Not a number of type INT",
+    ),
+    "broker-append-not-list": (
+        BROKER,
+        "",
+        [("log.retention.ms", APPEND, "1")],
+        INVALID_CONFIG,
+        "append is not allowed for config key: log.retention.ms",
+    ),
     "broker-logger": (BROKER_LOGGER, "0", [("kafka", SET, "DEBUG")], INVALID_REQUEST, "logger"),
     "unknown-type": (99, "x", [("retention.ms", SET, "1")], INVALID_REQUEST, "99"),
 }
@@ -316,7 +336,7 @@ def test_each_resource_is_answered_on_its_own(
             client,
             version,
             [
-                (BROKER, "0", [("retention.ms", SET, "1")]),
+                (BROKER, "0", [("auto.create.topics.enable", SET, "false")]),
                 (TOPIC, good, [("retention.ms", SET, "1")]),
                 (TOPIC, other, [("retention.ms", APPEND, "1")]),
                 (TOPIC, "no-such-topic", [("retention.ms", SET, "1")]),
@@ -454,7 +474,14 @@ REFUSED_ALTER: dict[str, tuple[int, str | None, list[Config], int, str]] = {
     ),
     "null-value": (TOPIC, None, [("segment.ms", None)], INVALID_REQUEST, "null"),
     "unknown-topic": (TOPIC, "no-such-topic", [], UNKNOWN_TOPIC_OR_PARTITION, "no-such-topic"),
-    "broker": (BROKER, "0", [("log.retention.ms", "1")], INVALID_REQUEST, "broker configs"),
+    "other-broker": (BROKER, "7", [("log.retention.ms", "1")], INVALID_REQUEST, "id"),
+    "fixed-broker-config": (
+        BROKER,
+        "",
+        [("log.retention.ms", "1"), ("offsets.topic.num.partitions", "3")],
+        INVALID_REQUEST,
+        "Cannot update these configs dynamically: Set(offsets.topic.num.partitions)",
+    ),
     "broker-logger": (BROKER_LOGGER, "0", [("kafka", "DEBUG")], INVALID_REQUEST, "logger"),
     "unknown-type": (99, "x", [], INVALID_REQUEST, "99"),
 }
@@ -508,7 +535,7 @@ def test_the_brokers_message_max_bytes_is_the_default_of_its_topics(
     topic = kafka_topic()
     large = records.build_batch([(None, b"x" * 2_000_000)])
     with RawClient(kafka_broker.bootstrap_servers, timeout=30) as client:
-        assert described(client, topic)["max.message.bytes"] == ("3000000", DEFAULT_CONFIG)
+        assert described(client, topic)["max.message.bytes"] == ("3000000", STATIC_BROKER_CONFIG)
         assert produce(client, topic, large) == NONE
         changes = [("max.message.bytes", SET, "1048588")]
         assert incremental(client, 1, [(TOPIC, topic, changes)]) == [(NONE, None, TOPIC, topic)]

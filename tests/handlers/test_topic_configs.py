@@ -417,16 +417,34 @@ def test_synonyms_are_the_topic_value_then_the_broker_config_it_falls_back_to(
     assert int(entries["max.message.bytes"].config_source) == DEFAULT_CONFIG
 
 
-def test_broker_resources_keep_their_settings_with_kafka_types(kafka_broker: Broker) -> None:
+def test_broker_resources_report_its_settings_with_kafka_types_and_sources(
+    kafka_broker: Broker,
+) -> None:
     with RawClient(kafka_broker.bootstrap_servers) as client:
         entries = describe(client, BROKER, str(kafka_broker.node_id), synonyms=True)
-    assert {name: e.value for name, e in entries.items()} == kafka_broker.config.broker_configs()
-    assert all(int(e.config_source) == STATIC_BROKER_CONFIG for e in entries.values())
+    settings = kafka_broker.config.broker_configs()
+    assert {name: entries[name].value for name in settings} == settings
+    # settings away from Kafka's defaults are static ones; the others are the defaults
+    sources = {name: int(entries[name].config_source) for name in settings}
+    assert sources["group.initial.rebalance.delay.ms"] == STATIC_BROKER_CONFIG  # 0, not 3000
+    assert sources["max.connections"] == STATIC_BROKER_CONFIG  # 1024
+    assert sources["message.max.bytes"] == DEFAULT_CONFIG
+    assert sources["default.replication.factor"] == DEFAULT_CONFIG
+    # the broker configs behind topic configs are reported too, with Kafka's defaults
+    assert entries["log.cleanup.policy"].value == "delete"
+    assert entries["log.retention.hours"].value == "168"
+    assert entries["log.retention.ms"].value is None  # Kafka's default is null
+    # read-only unless it can change while the broker runs
+    assert entries["num.partitions"].read_only
+    assert not entries["message.max.bytes"].read_only
+    assert not entries["max.connections"].read_only
     types = {name: int(e.config_type) for name, e in entries.items()}
     assert types["auto.create.topics.enable"] == BOOLEAN
     assert types["message.max.bytes"] == INT
     assert types["connections.max.idle.ms"] == LONG
     assert types["log.message.timestamp.type"] == STRING
+    assert types["log.retention.hours"] == INT
+    assert types["log.cleanup.policy"] == LIST
 
 
 # --- Produce: message.timestamp.before.max.ms / after.max.ms -----------------------------

@@ -568,7 +568,11 @@ def test_admin_create_describe_grow_delete(client: Client, kafka_broker: Broker)
         assert topic_configs["max.message.bytes"] == ConfigEntry("1048588", "DEFAULT_CONFIG")
         broker_configs = admin.describe_configs(ResourceKind.BROKER, str(kafka_broker.node_id))
         assert broker_configs["auto.create.topics.enable"].value == "true"
-        assert broker_configs["message.max.bytes"] == ConfigEntry("1048588", "STATIC_BROKER_CONFIG")
+        assert broker_configs["message.max.bytes"] == ConfigEntry("1048588", "DEFAULT_CONFIG")
+        # minibroker's setting away from Kafka's default (3000 ms)
+        assert broker_configs["group.initial.rebalance.delay.ms"] == ConfigEntry(
+            "0", "STATIC_BROKER_CONFIG"
+        )
 
         cluster = admin.describe_cluster()
         assert cluster.cluster_id == kafka_broker.config.cluster_id
