@@ -122,6 +122,42 @@ def test_the_initial_delay_applies_only_to_a_group_that_was_empty() -> None:
     assert outcome(newcomer).generation == outcome(rejoined).generation == 2, "no delay"
 
 
+@pytest.mark.parametrize(("left_at", "ends"), [(2.999, False), (3.0, True)])
+def test_a_request_at_the_end_of_the_initial_delay_ends_the_join_phase_at_once(
+    left_at: float, ends: bool
+) -> None:
+    """The join phase is held by an outstanding member id; when that id leaves at the
+    very end of the delay, before the server's timer has run, the phase ends then."""
+    h = ServerLoop(group_initial_rebalance_delay_ms=3000)
+    joined = h.join(version=3)
+    pending = h.new_member()
+    h.advance_to(2.999)
+    h.now = left_at  # the leave arrives before the timer runs
+    assert h.leave(pending) == [rules.NONE]
+    if ends:
+        assert outcome(joined).generation == 1
+    else:
+        assert joined.result is None, "the delay is not over"
+        h.advance_to(3.0)
+        assert outcome(joined).generation == 1
+
+
+def test_a_member_id_that_expires_during_the_initial_delay_does_not_end_it() -> None:
+    """The timer runs for the group inside its initial delay (an unused member id
+    expires at 1) and the delay still ends the join phase at its own time."""
+    h = ServerLoop(group_initial_rebalance_delay_ms=3000)
+    h.new_member(session_ms=1000)  # never comes back with its id
+    h.advance_to(0.5)
+    joined = h.join(version=3)  # the delay ends at 3.5
+    h.advance_to(1.0)
+    assert not h.coordinator.groups["g"].pending_members
+    h.advance_to(3.499)
+    assert joined.result is None
+    h.advance_to(3.5)
+    assert outcome(joined).generation == 1
+    assert h.members() == {outcome(joined).member_id}
+
+
 @pytest.mark.parametrize(("late_rebalance_ms", "forced_at"), [(5_000, 10.0), (20_000, 22.0)])
 def test_a_join_during_the_initial_delay_can_only_lengthen_the_rebalance_timeout(
     late_rebalance_ms: int, forced_at: float
@@ -535,10 +571,21 @@ def test_a_late_tick_keeps_deadlines_that_moved_later() -> None:
     assert h.state() is GroupState.EMPTY
 
 
-def commit(h: Harness, offsets: list[tuple[str, int]]) -> None:
+def test_a_group_with_members_outlives_the_expiry_it_was_created_with() -> None:
+    """A new group is armed to expire a retention after its creation; once it has
+    members, that timer no longer applies and the server's timer keeps running."""
+    h = ServerLoop(offsets_retention_minutes=1)
+    (a,) = stable_group(h, 1)
+    generation = h.coordinator.groups["g"].generation
+    h.keep_alive([a], generation, 120)
+    assert h.state() is GroupState.STABLE and h.members() == {a}
+    assert h.coordinator.next_deadline() == pytest.approx(120 + SESSION)
+
+
+def commit(h: Harness, offsets: list[tuple[str, int]], group: str = "g") -> None:
     results = h.coordinator.commit(
         h.now,
-        group_id="g",
+        group_id=group,
         generation=-1,
         member_id="",
         group_instance_id=None,
@@ -583,6 +630,15 @@ def test_deleting_any_topic_removes_empty_groups_that_never_had_offsets() -> Non
     assert h.state() is GroupState.EMPTY
     h.coordinator.remove_topic("unrelated")
     assert "g" not in h.coordinator.groups
+
+
+def test_a_deleted_topics_offsets_go_from_groups_after_one_without_them() -> None:
+    h = Harness(offsets_retention_minutes=1)
+    commit(h, [("t", 0)], group="first")
+    commit(h, [("u", 0), ("t", 0)], group="second")
+    h.coordinator.remove_topic("u")
+    assert set(h.coordinator.committed("first", None)) == {("t", 0)}
+    assert set(h.coordinator.committed("second", None)) == {("t", 0)}
 
 
 def test_a_deleted_topic_leaves_a_group_with_members_or_other_offsets() -> None:

@@ -210,6 +210,33 @@ def test_stale_generation_and_unknown_member_are_refused() -> None:
     assert joined.result is not None and joined.result.error == rules.UNKNOWN_MEMBER_ID
 
 
+@pytest.mark.parametrize("protocol_name", ["range", ""])
+def test_sync_before_the_protocol_is_chosen_again_is_inconsistent(protocol_name: str) -> None:
+    """A group that emptied has no protocol until its next join phase ends (Kafka's
+    protocolName is None then): a SyncGroup v5+ that names one in that phase is
+    INCONSISTENT_GROUP_PROTOCOL, whatever name it gives, the empty one included."""
+    h = Harness()
+    (a,) = stable_group(h, 1)
+    h.coordinator.leave(h.now, group_id="g", members=[(a, None)])
+    assert h.state() is GroupState.EMPTY
+    b = h.new_member()
+    h.new_member()  # an outstanding member id holds the join phase open
+    joined = h.join(b)
+    assert joined.result is None and h.state() is GroupState.PREPARING_REBALANCE
+    synced = h.coordinator.sync(
+        h.now,
+        group_id="g",
+        generation=h.coordinator.groups["g"].generation,
+        member_id=b,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocol_name=protocol_name,
+        assignments=[],
+    )
+    assert synced.result is not None
+    assert synced.result.error == rules.INCONSISTENT_GROUP_PROTOCOL
+
+
 def test_sync_during_preparing_rebalance_is_told_to_rejoin() -> None:
     h = Harness()
     _, b = stable_group(h, 2)
@@ -539,6 +566,13 @@ def test_subscription_metadata_is_parsed_for_topic_names() -> None:
     assert parse_subscription(b"\x00\x01\xff\xff\xff\xff") == [], "a null topic array"
 
 
+def test_a_negative_topic_name_length_is_not_read_as_a_long_name() -> None:
+    """A topic name's length is a signed int16: -1 is no 65535-byte name taking in the
+    bytes after it. (Kafka's parser refuses a negative length, which would be None.)"""
+    metadata = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\xff\xff" + b"t"
+    assert parse_subscription(metadata) in ([""], None)
+
+
 # --- timers at scale and offset expiry ---
 
 
@@ -630,6 +664,20 @@ def test_a_heartbeat_moves_the_session_deadline_later() -> None:
     assert h.coordinator.groups["g"].members == {}
 
 
+def test_heartbeats_between_timer_runs_add_no_heap_entries() -> None:
+    """A heartbeat moves its member's deadline later in place: however many arrive
+    before the timer next runs, the heap holds one entry per timer."""
+    h = Harness()
+    a, b = stable_group(h, 2)
+    generation = h.coordinator.groups["g"].generation
+    entries = len(h.coordinator._heap)
+    for _ in range(100):
+        h.now += 0.05
+        assert h.heartbeat(a, generation) == rules.NONE
+        assert h.heartbeat(b, generation) == rules.NONE
+    assert len(h.coordinator._heap) == entries
+
+
 def test_anonymous_groups_offsets_expire_after_the_retention_and_the_group_with_them() -> None:
     h = Harness(offsets_retention_minutes=1)
     anonymous_commit(h, "solo", {0: 7})
@@ -719,13 +767,17 @@ def test_a_group_that_gets_members_again_stops_expiring() -> None:
     assert committed_offsets(h, "g", [0]) == {0: 3}
 
 
-def test_a_group_without_offsets_goes_a_retention_after_it_was_created() -> None:
+@pytest.mark.parametrize("created_at", [0.0, 1000.0])
+def test_a_group_without_offsets_goes_a_retention_after_it_was_created(created_at: float) -> None:
+    """Counted from the group's creation, not from the start of the (monotonic) clock."""
     h = Harness(offsets_retention_minutes=1)
+    h.now = created_at
     h.new_member()  # MEMBER_ID_REQUIRED creates the group, Empty, with a pending id
     assert h.state() is GroupState.EMPTY
     h.advance(SESSION_MS / 1000 + 1)
-    assert h.state() is GroupState.EMPTY, "still inside the retention"
-    h.advance(60 - h.now)
+    assert "g" in h.coordinator.groups, "still inside the retention"
+    assert h.state() is GroupState.EMPTY
+    h.advance(created_at + 60 - h.now)
     assert "g" not in h.coordinator.groups
 
 

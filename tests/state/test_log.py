@@ -299,6 +299,23 @@ def test_a_timestamp_lookup_decodes_a_bounded_number_of_records(
     assert decoded <= log_module.MAX_RECORDS_SCANNED
 
 
+def test_a_record_past_the_scan_limit_is_answered_at_batch_granularity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lookup decodes at most MAX_RECORDS_SCANNED records of its batch (lowered here: a
+    batch past the real limit takes too long to build in every run); a record past them
+    is answered with the batch's base offset and max timestamp, which is never after it."""
+    from minibroker.state import log as log_module
+
+    monkeypatch.setattr(log_module, "MAX_RECORDS_SCANNED", 3)
+    log = PartitionLog()
+    _append(log, 2, timestamp=50)
+    [(header, raw)] = split_batches(_batch_with_timestamp_deltas(100, [0, 5, 0, 0, 10]))
+    log.append(header, raw)
+    assert log.offset_for_timestamp(105) == (3, 105), "the second record: within the limit"
+    assert log.offset_for_timestamp(110) == (2, 110), "the fifth record: past it"
+
+
 def test_bytes_from_counts_the_batch_holding_the_offset_and_all_after_it() -> None:
     """What a Fetch at `offset` could return, for deciding whether min_bytes is met."""
     log = PartitionLog()
