@@ -19,7 +19,7 @@ from typing import Any
 
 from minibroker import __version__
 from minibroker.broker import Broker
-from minibroker.config import BrokerConfig
+from minibroker.config import LEAST_VALUES, BrokerConfig
 from minibroker.state.topics import TopicError, validate_topic_name
 
 DEFAULT_PORT = 9092
@@ -93,7 +93,7 @@ def _kind(field: dataclasses.Field[Any]) -> Any:
     if field.name == "port":
         return _int_from(0, 65535)
     if str(field.type) == "int":
-        return _int_from(0 if field.name.endswith("_ms") else 1)
+        return _int_from(int(LEAST_VALUES.get(field.name, 0)))
     return {"float": _positive_float, "bool": _bool}.get(str(field.type), str)
 
 
@@ -286,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     settings = _settings(args)
+    try:
+        BrokerConfig(**settings)
+    except ValueError as exc:
+        name = str(exc).split("=", 1)[0]
+        parser.error(f"--{name.replace('_', '-')}: {exc}")
     host = settings.get("host", "127.0.0.1")
     if _listens_everywhere(host):
         if not settings.get("advertised_host"):

@@ -87,6 +87,19 @@ class BrokerConfig:
         1_800_000, "largest session timeout a member may ask for"
     )
 
+    def __post_init__(self) -> None:
+        for name, least in LEAST_VALUES.items():
+            value = getattr(self, name)
+            if value < least:
+                raise ValueError(f"{name}={value!r}: must be at least {least}")
+        if self.port > 65535:
+            raise ValueError(f"port={self.port!r}: must be at most 65535")
+        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
+            raise ValueError(
+                f"group_max_session_timeout_ms={self.group_max_session_timeout_ms!r}: must be "
+                f"at least group_min_session_timeout_ms ({self.group_min_session_timeout_ms})"
+            )
+
     def broker_configs(self) -> dict[str, str]:
         """What DescribeConfigs reports for the broker: the values in force."""
         return {
@@ -106,6 +119,29 @@ class BrokerConfig:
             "default.replication.factor": "1",
             "log.message.timestamp.type": "CreateTime",
         }
+
+
+# The least value of each numeric setting (Kafka's where it has one: fetch.max.bytes is
+# at least 1024); below it the broker could not work as its setting says.
+LEAST_VALUES: Mapping[str, float] = {
+    "port": 0,
+    "num_partitions": 1,
+    "message_max_bytes": 1,
+    "max_frame_bytes": 1,
+    "max_connections": 0,
+    "queued_max_request_bytes": 1,
+    "connections_max_idle_ms": 1,
+    "partial_request_timeout_ms": 1,
+    "fetch_max_bytes": 1024,
+    "max_partitions_per_broker": 1,
+    "max_partitions_per_request": 1,
+    "max_decompressed_batch_bytes": 1,
+    "offsets_topic_partitions": 1,
+    "offsets_retention_minutes": 0,
+    "group_initial_rebalance_delay_ms": 0,
+    "group_min_session_timeout_ms": 0,
+    "group_max_session_timeout_ms": 0,
+}
 
 
 def settings_from_text(pairs: Mapping[str, str]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ clients and raw sockets."""
 from __future__ import annotations
 
 import asyncio
+import re
 import select
 import signal
 import socket
@@ -137,6 +138,26 @@ def test_config_object_and_keyword_settings_combine() -> None:
         assert broker.config.max_frame_bytes == 1 << 16
 
 
+@pytest.mark.parametrize(
+    ("settings", "complaint"),
+    [
+        ({"fetch_max_bytes": 0}, "fetch_max_bytes=0: must be at least 1024"),
+        ({"num_partitions": 0}, "num_partitions=0: must be at least 1"),
+        ({"max_frame_bytes": -1}, "max_frame_bytes=-1: must be at least 1"),
+        ({"port": 65536}, "port=65536: must be at most 65535"),
+        (
+            {"group_min_session_timeout_ms": 500, "group_max_session_timeout_ms": 100},
+            "group_max_session_timeout_ms=100: must be at least group_min_session_timeout_ms",
+        ),
+    ],
+)
+def test_settings_a_broker_cannot_work_with_are_refused(
+    settings: dict[str, int], complaint: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(complaint)):
+        Broker(**settings)
+
+
 def test_port_in_use_raises_and_leaves_nothing_running() -> None:
     with Broker() as running:
         with pytest.raises(OSError):
@@ -221,6 +242,8 @@ def test_cli_prints_its_address_and_serves_metadata(stop_with: signal.Signals) -
         (["--topic", "orders:0"], "orders:0"),
         (["--partitions", "0"], "--partitions"),
         (["--port", "70000"], "--port"),
+        (["--fetch-max-bytes", "1000"], "--fetch-max-bytes: 1000 is not within 1024 or more"),
+        (["--group-max-session-timeout-ms", "50"], "--group-max-session-timeout-ms"),
         (["--log-level", "chatty"], "--log-level"),
         (["frobnicate"], "frobnicate"),
     ],
