@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from minibroker.protocol.kafka_releases import RELEASES
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes
 
@@ -87,7 +88,17 @@ class BrokerConfig:
         1_800_000, "largest session timeout a member may ask for"
     )
 
+    kafka_version: str | None = _setting(
+        None,
+        "serve only the API versions this Kafka release's brokers served: "
+        f"{', '.join(RELEASES)} (default: every version minibroker serves)",
+    )
+
     def __post_init__(self) -> None:
+        if self.kafka_version is not None and self.kafka_version not in RELEASES:
+            raise ValueError(
+                f"kafka_version={self.kafka_version!r}: must be one of {', '.join(RELEASES)}"
+            )
         for name, least in LEAST_VALUES.items():
             value = getattr(self, name)
             if value < least:

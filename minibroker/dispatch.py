@@ -73,6 +73,11 @@ class Dispatcher:
         self.cluster = cluster
         self.node_id = node_id
         self.recent: deque[RequestRecord] = deque(maxlen=history)
+        # Emulating a Kafka release: the versions it served (None: every served version).
+        kafka_version = cluster.config.kafka_version
+        self.emulated = (
+            api_versions.advertised_ranges(kafka_version) if kafka_version is not None else None
+        )
 
     def _record(
         self,
@@ -117,12 +122,25 @@ class Dispatcher:
             raise CloseConnection(str(exc)) from exc
         registered = handlers.HANDLERS.get(api_key)
         name = registered.name if registered is not None else messages.api_name(api_key)
-        if api_key == messages.API_VERSIONS_KEY and version > api_versions.MAX_VERSION:
+        emulated = self.emulated
+        newest_api_versions = (
+            api_versions.MAX_VERSION if emulated is None else emulated[messages.API_VERSIONS_KEY][1]
+        )
+        if api_key == messages.API_VERSIONS_KEY and version > newest_api_versions:
             self._record(None, name, version, correlation_id, "UNSUPPORTED_VERSION")
             return messages.encode_response(
-                correlation_id, api_versions.unsupported_version_response()
+                correlation_id,
+                api_versions.unsupported_version_response(newest=newest_api_versions),
             )
         handler = handlers.lookup(api_key, version)
+        if emulated is not None and handler is not None:
+            oldest, newest = emulated.get(api_key, (0, -1))
+            if not oldest <= version <= newest:
+                self._record(None, name, version, correlation_id, "closed: unsupported")
+                raise CloseConnection(
+                    f"{name} v{version} (api key {api_key}) was not served by Kafka "
+                    f"{self.cluster.config.kafka_version}"
+                )
         if handler is None:
             self._record(None, name, version, correlation_id, "closed: unsupported")
             raise CloseConnection(f"{name} v{version} (api key {api_key}) is not served")

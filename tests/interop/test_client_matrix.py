@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 
 from minibroker import Broker
+from minibroker.handlers.registry import HANDLERS
+from minibroker.protocol.kafka_releases import RELEASES
 from minibroker.testing import jvm
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.waiting import wait_for
@@ -48,6 +50,7 @@ BUILD_TIMEOUT = 600  # the first build fetches the client and its dependencies
 DRIVER_COMMON_NODE = HERE / "node" / "driver.cjs"
 
 DESCRIBE_CONFIGS, API_VERSIONS = 32, 18
+API_KEYS = {handler.name: key for key, handler in HANDLERS.items()}
 
 STEPS = (
     "create_topic",
@@ -402,16 +405,16 @@ def built_drivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     yield Built(tmp_path_factory)
 
 
-@pytest.mark.parity
-@pytest.mark.parametrize("driver", DRIVERS, ids=lambda driver: driver.name)
-def test_client_scenario(built_drivers: Built, kafka_broker: KafkaService, driver: Driver) -> None:
+def run_scenario(built: Built, broker: KafkaService, driver: Driver) -> Report | None:
+    """Run `driver`'s scenario against `broker` and check its report; None when the
+    broker, as it should, refused a client that needs versions it does not serve."""
     topic, group = f"matrix-{driver.name}", f"matrix-group-{driver.name}"
     if "create_topic" in driver.skips:
-        kafka_broker.create_topic(topic, PARTITIONS, {"retention.ms": RETENTION_MS})
+        broker.create_topic(topic, PARTITIONS, {"retention.ms": RETENTION_MS})
     command = [
-        *built_drivers.command(driver),
+        *built.command(driver),
         "-bootstrap",
-        kafka_broker.bootstrap_servers,
+        broker.bootstrap_servers,
         "-topic",
         topic,
         "-group",
@@ -421,29 +424,93 @@ def test_client_scenario(built_drivers: Built, kafka_broker: KafkaService, drive
         *driver.args,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    if driver.needs is not None and lowest_version(kafka_broker, driver.needs[0]) > driver.needs[1]:
+    if driver.needs is not None and lowest_version(broker, driver.needs[0]) > driver.needs[1]:
         # Kafka 4 no longer serves this client's versions; minibroker serves Kafka 3.9's.
         assert done.returncode != 0, "a client needing removed versions cannot succeed"
-        return
+        return None
     assert done.returncode == 0, done.stderr[-4000:]
     report: Report = json.loads(done.stdout.strip().splitlines()[-1])
     check_scenario_report(
         report, skips=driver.skips, group=group, sees_defaults=driver.sees_defaults
     )
     if "delete_topic" in driver.skips:
-        kafka_broker.delete_topic(topic)
+        broker.delete_topic(topic)
     # Kafka completes a deletion after answering it.
-    wait_for(lambda: topic not in kafka_broker.topics(), 10, describe=f"{topic} to be deleted")
-    if not isinstance(kafka_broker, Broker):
-        return  # what follows reads minibroker's own request log
+    wait_for(lambda: topic not in broker.topics(), 10, describe=f"{topic} to be deleted")
+    return report
 
-    served = kafka_broker.recent_requests()
-    _record(driver, report, {(r.api, r.version) for r in served})
+
+def answered_without_error(broker: Broker) -> set[tuple[str, int]]:
+    """The (api, version) pairs of the requests `broker` served; asserts each was
+    answered without error."""
+    served = broker.recent_requests()
     # A client newer than the broker first asks for an ApiVersions version it does not
     # serve and is answered UNSUPPORTED_VERSION with the versions it does: negotiation.
     negotiated = ("ApiVersions", "UNSUPPORTED_VERSION")
     assert [r for r in served if r.outcome != "ok" and (r.api, r.outcome) != negotiated] == []
-    assert driver.sends <= {(r.api, r.version) for r in served}
+    return {(r.api, r.version) for r in served}
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("driver", DRIVERS, ids=lambda driver: driver.name)
+def test_client_scenario(built_drivers: Built, kafka_broker: KafkaService, driver: Driver) -> None:
+    report = run_scenario(built_drivers, kafka_broker, driver)
+    if report is None or not isinstance(kafka_broker, Broker):
+        return  # what follows reads minibroker's own request log
+    sent = answered_without_error(kafka_broker)
+    _record(driver, report, sent)
+    assert driver.sends <= sent
+
+
+# Every Kafka release minibroker emulates, for the Python clients; the first and the last
+# for a client of each other language; the client that needs versions Kafka 4.0 removed.
+EMULATED = [
+    *(
+        (name, release)
+        for name in ("aiokafka", "kafka-python", "confluent-kafka")
+        for release in RELEASES
+    ),
+    *(
+        (name, release)
+        for name in ("kafkajs", "java-3.9", "franz-go-default")
+        for release in ("2.8", "4.0")
+    ),
+    ("sarama-kafka-0.11", "4.0"),
+]
+
+
+@pytest.mark.parametrize(
+    ("driver", "release"),
+    [
+        pytest.param(next(d for d in DRIVERS if d.name == name), release, id=f"{name}-{release}")
+        for name, release in EMULATED
+    ],
+)
+def test_client_scenario_against_an_emulated_kafka_release(
+    built_drivers: Built, driver: Driver, release: str
+) -> None:
+    """`Broker(kafka_version=...)` advertises what that release served: each client
+    negotiates down to it and still runs the whole scenario, sending only versions the
+    release served (or, needing versions it did not serve, fails as it would there)."""
+    with Broker(kafka_version=release) as broker:
+        report = run_scenario(built_drivers, broker, driver)
+        if report is None:
+            # refused as that release refuses it: the connection closed at the request
+            assert driver.needs is not None
+            refused = {(API_KEYS[r.api], r.version, r.outcome) for r in broker.recent_requests()}
+            assert (*driver.needs, "closed: unsupported") in refused
+            return
+        answered_without_error(broker)
+        # (ApiVersions at a newer version than the release's is answered
+        # UNSUPPORTED_VERSION: the negotiation itself)
+        sent = {(r.api, r.version) for r in broker.recent_requests() if r.outcome == "ok"}
+    ranges = RELEASES[release]
+    outside = sorted(
+        (api, version)
+        for api, version in sent
+        if not ranges[API_KEYS[api]][0] <= version <= ranges[API_KEYS[api]][1]
+    )
+    assert outside == []
 
 
 def lowest_version(broker: KafkaService, api_key: int) -> int:
