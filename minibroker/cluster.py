@@ -12,16 +12,18 @@ lead answers NOT_LEADER_OR_FOLLOWER, so clients exercise their routing for real.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import RequestRecord
 from minibroker.loop_thread import RunsInThread
 from minibroker.server import GroupTimer, NodeServer
-from minibroker.state.clock import Clock
+from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.topics import Topic
 
@@ -61,6 +63,7 @@ class Cluster(RunsInThread):
             for node_id, port in enumerate(chosen_ports)
         ]
         self._group_timer = GroupTimer(self.state)
+        self._on_advance: Callable[[], None] = lambda: None
         self._running = False
 
     # --- lifecycle ---
@@ -72,6 +75,13 @@ class Cluster(RunsInThread):
                 await node.start()
                 started.append(node)
             self._group_timer.start()
+            loop = asyncio.get_running_loop()
+
+            def wake_timers() -> None:  # advance() may be called from any thread
+                loop.call_soon_threadsafe(self.state.notify_append)
+
+            self._on_advance = wake_timers
+            self.state.clock.on_advance.append(self._on_advance)
         except BaseException:
             for node in started:
                 await node.stop()
@@ -83,6 +93,8 @@ class Cluster(RunsInThread):
     async def stop(self) -> None:
         if self._running:
             self._running = False
+            with contextlib.suppress(ValueError):
+                self.state.clock.on_advance.remove(self._on_advance)
             await self._group_timer.stop()
             for node in self.nodes:
                 await node.stop()
@@ -94,6 +106,12 @@ class Cluster(RunsInThread):
         await self.stop()
 
     # --- information ---
+
+    @property
+    def clock(self) -> BrokerClock:
+        """The brokers' clock: `clock.advance(seconds)` moves their time forward, so
+        session timeouts and the like expire at once (clients keep real time)."""
+        return self.state.clock
 
     @property
     def bootstrap_servers(self) -> str:

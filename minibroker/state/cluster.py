@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from minibroker.config import BrokerConfig
 from minibroker.state.broker_configs import BrokerConfigs
-from minibroker.state.clock import Clock, SystemClock
+from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.topics import TopicRegistry
@@ -32,7 +32,7 @@ class Node:
 class ClusterState:
     def __init__(self, config: BrokerConfig | None = None, clock: Clock | None = None) -> None:
         self.config = config or BrokerConfig()
-        self.clock: Clock = clock or SystemClock()
+        self.clock = clock if isinstance(clock, BrokerClock) else BrokerClock(clock)
         self.nodes: dict[int, Node] = {}
         self.broker_configs = BrokerConfigs(self.config.broker_configs())
         self.topics = TopicRegistry(

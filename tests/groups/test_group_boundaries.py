@@ -90,13 +90,15 @@ def join_request(
     instance: str | None = None,
     protocol_type: str = "consumer",
     protocols: Iterable[tuple[str, bytes]] = RANGE,
+    session: timedelta = TIMEOUT,
+    rebalance: timedelta = TIMEOUT,
 ) -> Any:
     return make_request(
         JOIN_GROUP,
         version,
         group_id=group,
-        session_timeout=TIMEOUT,
-        rebalance_timeout=TIMEOUT,
+        session_timeout=session,
+        rebalance_timeout=rebalance,
         member_id=member_id,
         group_instance_id=instance,
         protocol_type=protocol_type,
