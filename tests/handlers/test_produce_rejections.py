@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from minibroker.config import BrokerConfig
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from tests.handlers.sansio import SansIOBroker
@@ -30,9 +31,11 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 MESSAGE_TOO_LARGE = 10
+INVALID_TIMESTAMP = 32
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_TXN_STATE = 48
+UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
 
 NOW_MS = 1_700_000_000_000
@@ -147,9 +150,18 @@ def test_a_damaged_batch_is_corrupt(broker: SansIOBroker) -> None:
     assert answer == refused(CORRUPT_MESSAGE, "record batch CRC32C mismatch")
 
 
-def test_a_truncated_batch_is_corrupt(broker: SansIOBroker) -> None:
-    answer = produce(broker, "orders", batch([b"value"])[:15])
-    assert answer == refused(CORRUPT_MESSAGE, "truncated record batch")
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [
+        (15, "truncated record batch"),  # too short to hold the magic byte
+        (40, "record batch shorter than its 61-byte header"),
+        (60, "record batch shorter than its 61-byte header"),
+    ],
+    ids=["15-bytes", "40-bytes", "60-bytes"],
+)
+def test_a_truncated_batch_is_corrupt(broker: SansIOBroker, size: int, message: str) -> None:
+    answer = produce(broker, "orders", batch([b"value"])[:size])
+    assert answer == refused(CORRUPT_MESSAGE, message)
 
 
 def test_an_old_message_format_is_unsupported(broker: SansIOBroker) -> None:
@@ -276,3 +288,186 @@ def test_log_append_time_keeps_the_compression_codec() -> None:
         assert header.compression == 1
         assert header.attributes & records.TIMESTAMP_TYPE_FLAG
         assert header.max_timestamp == NOW_MS
+
+
+# --- a topic with timestamp limits: every record is decoded, and refused as it fails ---
+
+LIMIT = 1024  # the broker's max_decompressed_batch_bytes in these tests
+BEFORE_MS = AFTER_MS = 1000
+
+
+@pytest.fixture
+def checked() -> SansIOBroker:
+    """A broker whose compressed batches may expand to LIMIT bytes, with a topic
+    "checked" that limits how far a record's timestamp may be from the broker's clock
+    (so Produce decodes every record of every batch sent to it)."""
+    broker = SansIOBroker(BrokerConfig(max_decompressed_batch_bytes=LIMIT))
+    broker.cluster.topics.create(
+        "checked",
+        1,
+        configs={
+            "message.timestamp.before.max.ms": str(BEFORE_MS),
+            "message.timestamp.after.max.ms": str(AFTER_MS),
+        },
+    )
+    return broker
+
+
+def varint(value: int) -> bytes:
+    """A zigzag varint, as record fields are written."""
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw > 0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def record(body: bytes) -> bytes:
+    """A record: its length, then `body` (attributes onwards)."""
+    return varint(len(body)) + body
+
+
+def framed(payload: bytes, *, attributes: int = 0, count: int = 1) -> bytes:
+    """A batch stamped NOW_MS of `count` records whose records field is `payload` as
+    given (compressed or not, as `attributes` says), under a valid CRC."""
+    head = batch([b""])[: records.HEADER_SIZE]
+    return restamp(
+        head + payload,
+        batch_length=records.HEADER_SIZE - records.LOG_OVERHEAD + len(payload),
+        attributes=attributes,
+        record_count=count,
+        last_offset_delta=count - 1,
+    )
+
+
+# attributes 0, timestamp delta 0, offset delta 0: how each record below starts
+RECORD_START = b"\x00" + varint(0) + varint(0)
+GZIP, SNAPPY = 1, 2
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [NOW_MS - BEFORE_MS, NOW_MS, NOW_MS + AFTER_MS],
+    ids=["before-max-ms-ago", "now", "after-max-ms-ahead"],
+)
+def test_a_timestamp_at_either_limit_is_accepted(checked: SansIOBroker, timestamp: int) -> None:
+    data = records.build_batch([(None, b"v")], timestamp_ms=timestamp)
+    assert produce(checked, "checked", data) == Answer(NONE, 0, -1, 0, None, ())
+
+
+@pytest.mark.parametrize(
+    "timestamp", [NOW_MS - BEFORE_MS - 1, NOW_MS + AFTER_MS + 1], ids=["too-old", "too-new"]
+)
+def test_a_timestamp_one_millisecond_past_a_limit_is_refused(
+    checked: SansIOBroker, timestamp: int
+) -> None:
+    data = records.build_batch([(None, b"v")], timestamp_ms=timestamp)
+    answer = produce(checked, "checked", data)
+    assert dataclasses.replace(answer, record_errors=()) == refused(
+        INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp"
+    )
+    assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
+        (
+            0,
+            f"Timestamp {timestamp} of message with offset 0 is out of range. The timestamp "
+            f"should be within [{NOW_MS - BEFORE_MS}, {NOW_MS + AFTER_MS}]",
+        )
+    ]
+    assert stored(checked, "checked") == []
+
+
+UNDECODABLE = {
+    "header-name-not-utf8": (
+        framed(
+            record(
+                RECORD_START
+                + varint(-1)  # key: null
+                + varint(1)
+                + b"v"
+                + varint(1)  # one header
+                + varint(1)
+                + b"\xff"
+                + varint(1)
+                + b"x"
+            )
+        ),
+        "record header name is not UTF-8",
+    ),
+    "key-longer-than-its-record": (
+        framed(record(RECORD_START + varint(50) + b"abc")),
+        "truncated record field",
+    ),
+    "timestamp-delta-varint-too-long": (
+        framed(record(b"\x00" + b"\xff" * 10 + b"\x01" + varint(0) + varint(-1) + varint(-1))),
+        "varint too long",
+    ),
+    "payload-ends-inside-a-length-varint": (
+        framed(gzip.compress(b"\x80"), attributes=GZIP),
+        "truncated varint",
+    ),
+    "record-length-past-the-payload": (
+        framed(varint(63) + RECORD_START + varint(-1) + varint(1) + b"v" + varint(0)),
+        "record length 63 does not fit the batch",
+    ),
+    "record-length-0": (framed(varint(0) + bytes(6)), "record length 0 does not fit the batch"),
+    "record-length-1": (framed(varint(1) + bytes(6)), "truncated varint"),  # attributes only
+    "record-length-negative": (
+        framed(varint(-1) + bytes(6)),
+        "record length -1 does not fit the batch",
+    ),
+    "compression-codec-5": (
+        framed(record(RECORD_START + varint(-1) + varint(1) + b"v" + varint(0)), attributes=5),
+        "cannot decode batches with compression codec 5",
+    ),
+    "gzip-payload-not-gzip": (
+        framed(b"not a gzip stream", attributes=GZIP),
+        "cannot decode gzip payload: Error -3 while decompressing data: incorrect header check",
+    ),
+    "gzip-payload-expands-past-the-limit": (
+        framed(
+            gzip.compress(record(RECORD_START + varint(-1) + varint(10_000) + bytes(10_001))),
+            attributes=GZIP,
+        ),
+        f"gzip payload expands beyond {LIMIT} bytes",
+    ),
+    "compressed-record-longer-than-the-limit": (
+        framed(gzip.compress(varint(LIMIT + 1) + bytes(6)), attributes=GZIP),
+        f"a record of {LIMIT + 1} bytes is over the {LIMIT}-byte limit",
+    ),
+    "compressed-record-of-the-limit-past-the-payload": (
+        framed(gzip.compress(varint(LIMIT) + bytes(6)), attributes=GZIP),
+        f"record length {LIMIT} does not fit the batch",
+    ),
+    "snappy-preamble-past-the-limit": (
+        framed(b"\x81\x08" + bytes(6), attributes=SNAPPY),  # 1025, unsigned little-endian
+        f"snappy payload expands beyond {LIMIT} bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize(("data", "message"), UNDECODABLE.values(), ids=UNDECODABLE.keys())
+def test_records_that_cannot_be_decoded_are_corrupt(
+    checked: SansIOBroker, data: bytes, message: str
+) -> None:
+    """The batch's CRC matches, but its records cannot be read: the client is told what
+    is wrong with them, and nothing is stored."""
+    assert produce(checked, "checked", data) == refused(CORRUPT_MESSAGE, message)
+    assert stored(checked, "checked") == []
+
+
+@pytest.mark.parametrize(
+    ("attributes", "library"), [(SNAPPY, "cramjam"), (3, "lz4"), (4, "zstandard")]
+)
+def test_a_codec_without_its_library_is_an_unsupported_compression_type(
+    checked: SansIOBroker, monkeypatch: pytest.MonkeyPatch, attributes: int, library: str
+) -> None:
+    for name in ("_cramjam", "_zstandard", "_lz4_frame"):
+        monkeypatch.setattr(records, name, None)
+    answer = produce(checked, "checked", framed(bytes(20), attributes=attributes))
+    codec = records.CODEC_NAMES[attributes]
+    assert answer == refused(
+        UNSUPPORTED_COMPRESSION_TYPE, f"cannot decode {codec} batches: install {library}"
+    )
+    assert stored(checked, "checked") == []

@@ -17,7 +17,7 @@ import sys
 import textwrap
 import types
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import cramjam
 import lz4.frame  # type: ignore[import-untyped]
@@ -269,18 +269,33 @@ def test_xerial_snappy_known_answer() -> None:
 
 
 @pytest.mark.parametrize(
-    "payload",
+    ("payload", "problem"),
     [
-        XERIAL_HEADER + b"\x00\x00",  # truncated block length
-        XERIAL_HEADER + struct.pack(">i", 50) + ABC,  # block longer than the data
-        XERIAL_HEADER + struct.pack(">i", -1),
-        b"\x0a\x08abc\x09\x03",  # preamble says 10, the block makes 9
-        b"\xff\xff\xff\xff\xff\xff",  # preamble varint too long
-        b"",
+        (XERIAL_HEADER + b"\x00\x00", "truncated xerial block length"),
+        (XERIAL_HEADER + struct.pack(">i", 50) + ABC, "xerial block of 50 bytes"),
+        (XERIAL_HEADER + struct.pack(">i", -1), "xerial block of -1 bytes"),
+        (XERIAL_HEADER + struct.pack(">i", -1) + b"x", "xerial block of -1 bytes"),
+        (XERIAL_HEADER + struct.pack(">i", 0), "bad length preamble"),  # an empty block
+        (b"\x0a\x08abc\x09\x03", "snappy: .+"),  # preamble says 10, the block makes 9
+        (b"\xff\xff\xff\xff\xff\xff", "bad length preamble"),  # preamble varint too long
+        # the preamble is a uint32: 5 varint bytes at most, although this one ends at 6
+        (b"\x85\x80\x80\x80\x80\x00\x10hello", "bad length preamble"),
+        (b"", "bad length preamble"),
+    ],
+    ids=[
+        "xerial-truncated-block-length",
+        "xerial-block-past-the-data",
+        "xerial-block-of-minus-1",
+        "xerial-block-of-minus-1-then-data",
+        "xerial-empty-block",
+        "preamble-over-the-block",
+        "preamble-too-long",
+        "preamble-of-6-bytes",
+        "empty",
     ],
 )
-def test_malformed_snappy_is_invalid(payload: bytes) -> None:
-    with pytest.raises(InvalidBatch, match="cannot decode snappy"):
+def test_malformed_snappy_is_invalid(payload: bytes, problem: str) -> None:
+    with pytest.raises(InvalidBatch, match=rf"^cannot decode snappy payload: {problem}$"):
         _snappy(payload)
 
 
@@ -303,14 +318,18 @@ def test_snappy_lengths_are_checked_before_decompressing(
 ) -> None:
     counting = _CountingCramjam()
     monkeypatch.setattr(records, "_cramjam", counting)
-    with pytest.raises(DecompressionLimitExceeded):
+    with pytest.raises(
+        DecompressionLimitExceeded, match=r"^snappy payload expands beyond 8 bytes$"
+    ):
         _snappy(ABC, limit=8)
     assert counting.blocks == 0
     block = b"\x05\x10hello"
     framed = XERIAL_HEADER + (struct.pack(">i", len(block)) + block) * 3
     assert _snappy(framed, limit=15) == b"hello" * 3
     assert counting.blocks == 3
-    with pytest.raises(DecompressionLimitExceeded):
+    with pytest.raises(
+        DecompressionLimitExceeded, match=r"^snappy payload expands beyond 14 bytes$"
+    ):
         _snappy(framed, limit=14)  # the third block's preamble is over what is left
     assert counting.blocks == 5
 
@@ -493,7 +512,7 @@ def _cramjam_payload(codec: int, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("codec", sorted(CRAMJAM_CODECS))
-@pytest.mark.parametrize("size", [1, records.DECOMPRESS_STEP + 5, 3 * MiB + 17])
+@pytest.mark.parametrize("size", [1, records.DECOMPRESS_STEP + 5, MiB, 3 * MiB + 17])
 def test_cramjam_fallback_yields_exactly_the_limit_in_steps(codec: int, size: int) -> None:
     """Up to the limit itself is accepted (past 1 MiB the buffer grows), in pieces of
     DECOMPRESS_STEP bytes; one byte more than the limit is refused, saying which."""
@@ -520,3 +539,108 @@ def test_without_cramjam_the_missing_library_is_named(
         CodecUnavailable, match=rf"^cannot decode {name} batches: install {library}$"
     ):
         list(records._cramjam_bounded(codec, b"", 100))
+
+
+class _SpyingCramjam:
+    """cramjam, noting the size of every buffer it is asked to decompress into."""
+
+    DecompressionError = cramjam.DecompressionError
+
+    def __init__(self) -> None:
+        self.buffers: list[int] = []
+        self.zstd = types.SimpleNamespace(decompress_into=self._into(cramjam.zstd))
+        self.lz4 = types.SimpleNamespace(decompress_into=self._into(cramjam.lz4))
+
+    def _into(self, library: types.ModuleType) -> Callable[[bytes, bytearray], int]:
+        def decompress_into(data: bytes, buffer: bytearray) -> int:
+            self.buffers.append(len(buffer))
+            return int(library.decompress_into(data, buffer))
+
+        return decompress_into
+
+
+@pytest.mark.parametrize("codec", sorted(CRAMJAM_CODECS))
+def test_the_cramjam_buffer_grows_fourfold_under_a_large_limit(
+    codec: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2 MiB payload under the default 64 MiB limit is tried in 1 MiB, then 4 MiB: the
+    buffer grows with the payload, not straight to the limit."""
+    data = bytes(range(251)) * (2 * MiB // 251)
+    payload = _cramjam_payload(codec, data)
+    spy = _SpyingCramjam()
+    monkeypatch.setattr(records, "_cramjam", spy)
+    pieces = records._cramjam_bounded(codec, payload, records.MAX_DECOMPRESSED_BYTES)
+    assert b"".join(pieces) == data
+    assert spy.buffers == [MiB, 4 * MiB]
+
+
+# --- lz4 and zstd frames at their edges ---
+
+
+def test_an_lz4_frame_without_its_end_mark_yields_what_it_holds() -> None:
+    """The end mark is 4 zero bytes after the last block: a frame cut before it ends
+    where its blocks end (the records tell whether anything is missing)."""
+    data = bytes(range(40))
+    frame = lz4.frame.compress(data)
+    assert frame.endswith(bytes(4))
+    assert b"".join(records.decompress_stream(3, frame[:-4], 1000)) == data
+
+
+def test_a_zstd_frame_with_the_usual_8_mib_window_decodes_under_a_small_limit() -> None:
+    """zstd's high levels write frames with an 8 MiB window whatever their size: the
+    decoder's window cap is never below that."""
+    compressor = zstandard.ZstdCompressor(level=19, write_content_size=False).compressobj()
+    data = bytes(range(256)) * 400
+    payload = compressor.compress(data) + compressor.flush()
+    assert zstandard.get_frame_parameters(payload).window_size == 8 * MiB
+    assert b"".join(records.decompress_stream(4, payload, MiB)) == data
+
+
+def test_a_zstd_window_over_8_mib_and_over_the_limit_is_refused_before_decoding() -> None:
+    """The window is memory the decoder allocates up front: a frame asking for more than
+    both 8 MiB and the limit is refused at once, not decoded until the limit stops it."""
+    size = 8 * MiB + MiB // 2
+    payload = zstandard.ZstdCompressor(level=20).compress(bytes(size))
+    assert zstandard.get_frame_parameters(payload).window_size == size  # single segment
+    pieces = records.decompress_stream(4, payload, MiB)
+    with pytest.raises(InvalidBatch, match=r"^cannot decode zstd payload: ") as raised:
+        next(pieces)
+    assert not isinstance(raised.value, DecompressionLimitExceeded)
+    # under a limit that covers it, the same frame decodes
+    assert sum(len(piece) for piece in records.decompress_stream(4, payload, 16 * MiB)) == size
+
+
+def test_a_limit_over_2_gib_still_decodes_zstd() -> None:
+    """The window cap stops at zstd's largest (2 GiB) whatever the limit."""
+    decoded = list(iter_records(normal("zstd", [(b"k", b"v")]), max_decompressed_bytes=3 << 30))
+    assert [(r.key, r.value) for r in decoded] == [(b"k", b"v")]
+
+
+def test_zstd_frames_are_read_across_so_a_limit_counts_the_whole_stream() -> None:
+    """A payload of several zstd frames is one stream, read DECOMPRESS_STEP bytes at a
+    time: a small first frame does not come out on its own before the next one is read
+    past the limit."""
+    first = _record_head(60) + bytes(61)
+    second = _record_head(2 * MiB, offset_delta=1) + bytes(2 * MiB + 1)
+    payload = zstandard.compress(first) + zstandard.compress(second)
+    decoded = iter_records(compressed_batch("zstd", payload, 2), max_decompressed_bytes=200)
+    with pytest.raises(DecompressionLimitExceeded):
+        next(decoded)
+
+
+def test_a_record_ending_where_a_piece_ends_comes_out_before_the_next_piece() -> None:
+    """Records are read as far as the pieces so far go: a record that ends exactly at the
+    end of the first piece is yielded before the second piece (here past the limit) is
+    decompressed."""
+    step = records.DECOMPRESS_STEP
+    first = _record_head(step - 21) + bytes(step - 20)
+    assert len(first) == step - 10
+    second = _record_head(3, offset_delta=1) + bytes(4)
+    assert len(second) == 10
+    third = _record_head(600_000, offset_delta=2) + bytes(600_001)
+    batch = compressed_batch("gzip", _compress("gzip", [first, second, third]), 3)
+    offsets = []
+    with pytest.raises(DecompressionLimitExceeded):
+        for record in iter_records(batch, max_decompressed_bytes=step + 100):
+            offsets.append(record.offset)
+    assert offsets == [0, 1]

@@ -282,3 +282,10 @@ def test_a_batch_of_no_records_is_well_formed_and_a_negative_count_is_not() -> N
     assert (header.record_count, data) == (0, empty)
     with pytest.raises(records.InvalidBatch, match=r"^negative record count or offset delta$"):
         records.split_batches(_with_record_count(batch, -1))
+
+
+def test_build_batch_stamps_time_zero_unless_told() -> None:
+    batch = records.build_batch([(None, b"v")])
+    header = records.read_header(batch)
+    assert (header.base_timestamp, header.max_timestamp) == (0, 0)
+    assert [r.timestamp for r in records.iter_records(batch)] == [0]
