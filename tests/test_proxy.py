@@ -3,6 +3,7 @@ cluster, and the `minibroker proxy` command."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from kio.schema.errors import ErrorCode
 
 from minibroker import Broker, Cluster
 from minibroker.protocol import messages, recording
@@ -28,7 +30,7 @@ from minibroker.testing.waiting import wait_for
 from tests.rawclient import encode, make_request
 
 ROOT = Path(__file__).resolve().parents[1]
-METADATA, FIND_COORDINATOR, PRODUCE, API_VERSIONS = 3, 10, 0, 18
+METADATA, FIND_COORDINATOR, PRODUCE, FETCH, API_VERSIONS = 3, 10, 0, 1, 18
 
 
 def response(api_key: int, version: int, **fields: Any) -> Any:
@@ -81,6 +83,7 @@ def test_requests_and_responses_are_paired_by_correlation_id() -> None:
     assert talk.answered(body(messages.encode_response(99, answer)), at=11.0).exchange is None
     (left,) = talk.unanswered()
     assert (left.api, left.correlation_id, left.response) == ("ApiVersions", 42, None)
+    assert (left.connection, left.asked_at) == (7, 10.5)
     assert left.as_json()["ms"] is None
     assert talk.unanswered() == []
 
@@ -103,11 +106,60 @@ def test_what_cannot_be_decoded_is_recorded_with_the_reason() -> None:
     talk.asked(bytes(frame), at=1.0)
     got = talk.answered(b"\x00\x00\x00\x05" + b"\x00\x23", at=1.1)
     assert got.exchange is not None and got.response is None
-    assert got.exchange.version == 99
+    # Still recorded as the ApiVersions request it was, when it was asked.
+    assert (got.exchange.api_key, got.exchange.api, got.exchange.version) == (
+        API_VERSIONS,
+        "ApiVersions",
+        99,
+    )
+    assert (got.exchange.asked_at, got.exchange.answered_at) == (1.0, 1.1)
+    assert got.exchange.as_json()["at"] == 1.0
     assert "undecoded" in got.exchange.request
     assert got.exchange.problems and got.exchange.problems[0].startswith("response undecoded")
     talk.asked(b"\x00", at=2.0)  # not even a header: nothing to remember
     assert talk.unanswered() == []
+
+
+def _api_versions_frame(correlation_id: int) -> bytes:
+    request = make_request(API_VERSIONS, 3, client_software_name="x", client_software_version="1")
+    return body(encode(API_VERSIONS, 3, request, correlation_id))
+
+
+def test_a_negative_correlation_id_pairs_its_exchange() -> None:
+    """Correlation ids are int32s: -1 (ff ff ff ff) is as good as any other."""
+    talk = Conversation(connection=3)
+    talk.asked(_api_versions_frame(-1), at=5.0)
+    answer = response(
+        API_VERSIONS,
+        3,
+        error_code=ErrorCode.none,
+        api_keys=(),
+        throttle_time=datetime.timedelta(0),
+    )
+    frame = body(messages.encode_response(-1, answer, 3))
+    assert frame[:4] == b"\xff\xff\xff\xff"
+    got = talk.answered(frame, at=5.5)
+    assert got.exchange is not None and got.response == answer
+    assert (got.exchange.correlation_id, got.exchange.api) == (-1, "ApiVersions")
+    assert talk.unanswered() == []
+
+
+def test_a_response_of_a_correlation_id_alone_closes_its_exchange() -> None:
+    talk = Conversation(connection=3)
+    talk.asked(_api_versions_frame(9), at=1.0)
+    got = talk.answered(b"\x00\x00\x00\x09", at=2.0)
+    assert got.exchange is not None and got.response is None
+    assert got.exchange.answered_at == 2.0
+    assert got.exchange.problems[0].startswith("response undecoded: ")
+    assert talk.unanswered() == []
+
+
+def test_a_response_frame_shorter_than_a_correlation_id_is_passed_on_unrecorded() -> None:
+    talk = Conversation(connection=3)
+    talk.asked(_api_versions_frame(1), at=1.0)
+    assert talk.answered(b"\x00\x01", at=2.0) == recording.Answer(None, None)
+    (waiting,) = talk.unanswered()
+    assert waiting.correlation_id == 1
 
 
 def test_values_become_json() -> None:
@@ -213,8 +265,58 @@ def test_broker_addresses_are_found_and_replaced_everywhere_they_appear() -> Non
     )
     assert recording.broker_addresses(FIND_COORDINATOR, none) == set()
     assert recording.with_addresses(FIND_COORDINATOR, none, moved) is none
+    # An address needs both a host and a port: half of one names no broker.
+    for host, port in (("", 9092), ("kafka-1", -1)):
+        half = dataclasses.replace(old, host=host, port=port)
+        assert recording.broker_addresses(FIND_COORDINATOR, half) == set()
+    # Any other pair does, port 0 included, so that no client is sent around the proxy.
+    zero = dataclasses.replace(old, port=0)
+    assert recording.broker_addresses(FIND_COORDINATOR, zero) == {("kafka-1", 0)}
+    moved_zero = recording.with_addresses(FIND_COORDINATOR, zero, {("kafka-1", 0): ("p", 6)})
+    assert (moved_zero.host, moved_zero.port) == ("p", 6)
     # Other APIs are not searched.
     assert recording.broker_addresses(API_VERSIONS, old) == set()
+
+
+def _data_response(api_key: int, version: int, **fields: Any) -> Any:
+    """A Produce or Fetch response with no partitions."""
+    if api_key == FETCH:
+        fields.update(error_code=ErrorCode.none, session_id=0)
+    return response(api_key, version, responses=(), throttle_time=datetime.timedelta(0), **fields)
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(PRODUCE, 10), (PRODUCE, 11), (FETCH, 16)])
+def test_node_endpoints_of_produce_and_fetch_responses_are_found_and_replaced(
+    api_key: int, version: int
+) -> None:
+    module = messages.response_module(api_key, version)
+    endpoints = tuple(
+        messages.build(module.NodeEndpoint, node_id=n, host="b", port=9 + n, rack=None)
+        for n in range(2)
+    )
+    answer = _data_response(api_key, version, node_endpoints=endpoints)
+    assert recording.broker_addresses(api_key, answer) == {("b", 9), ("b", 10)}
+    moved = {("b", 9): ("127.0.0.1", 5), ("b", 10): ("127.0.0.1", 6)}
+    rewritten = recording.with_addresses(api_key, answer, moved)
+    assert [(e.node_id, e.host, e.port) for e in rewritten.node_endpoints] == [
+        (0, "127.0.0.1", 5),
+        (1, "127.0.0.1", 6),
+    ]
+    assert dataclasses.replace(rewritten, node_endpoints=endpoints) == answer
+    frame = body(messages.encode_response(3, rewritten))
+    assert messages.decode_response(frame, api_key, version) == (3, rewritten)
+    # No endpoints: nothing found, and the response is passed on as it is.
+    empty = _data_response(api_key, version, node_endpoints=())
+    assert recording.broker_addresses(api_key, empty) == set()
+    assert recording.with_addresses(api_key, empty, moved) is empty
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(PRODUCE, 9), (FETCH, 15)])
+def test_responses_older_than_node_endpoints_are_passed_on(api_key: int, version: int) -> None:
+    """Produce before v10 and Fetch before v16 have no node_endpoints field."""
+    old = _data_response(api_key, version)
+    assert recording.broker_addresses(api_key, old) == set()
+    assert recording.with_addresses(api_key, old, {("b", 9): ("p", 1)}) is old
 
 
 def test_upstream_addresses_are_parsed() -> None:

@@ -31,6 +31,7 @@ from tests.childbroker import child_broker
 from tests.rawclient import RawClient, encode, make, make_request
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
+DESCRIBE_TOPIC_PARTITIONS = 75
 REPO = Path(__file__).resolve().parents[2]
 
 # Same registrations as test_messages.py: any bytes for a records blob; timedeltas kio's
@@ -370,8 +371,38 @@ def test_encoded_requests_pass_and_their_prefixes_do_not(
         (FETCH, 12, _fetch(12, 20)),
         (FETCH, 17, _fetch(17, 20)),
         (FETCH, 15, _replica_state_frame()[1]),
+        # A tagged partition whose item stride, carried on past the partitions, meets
+        # exactly one zero byte (in the rack id): the one-step skip must not apply.
+        (FETCH, 17, _fetch(17, 1, rack_id="rrrrrrrrrrr\x00rrrrrrrr")),
+        # A nullable struct (the cursor) closing the body: its partition index's first
+        # byte (0x7F) must not be taken for the body's tag count.
+        (
+            DESCRIBE_TOPIC_PARTITIONS,
+            0,
+            make_request(
+                DESCRIBE_TOPIC_PARTITIONS,
+                0,
+                topics=(make(DESCRIBE_TOPIC_PARTITIONS, 0, "TopicRequest", name="t"),),
+                response_partition_limit=100,
+                cursor=make(
+                    DESCRIBE_TOPIC_PARTITIONS,
+                    0,
+                    "Cursor",
+                    topic_name="t",
+                    partition_index=0x7F000000,
+                ),
+            ),
+        ),
     ],
-    ids=["produce-v9", "produce-v3", "fetch-v12", "fetch-v17", "fetch-v15-tags"],
+    ids=[
+        "produce-v9",
+        "produce-v3",
+        "fetch-v12",
+        "fetch-v17",
+        "fetch-v15-tags",
+        "fetch-v17-stride",
+        "describe-topic-partitions-v0-cursor",
+    ],
 )
 def test_realistic_frames_one_byte_at_a_time(api_key: int, version: int, request_: Any) -> None:
     header = RequestHeader(api_key, version, 42, "client-1")
@@ -408,13 +439,20 @@ def test_checker_source_is_the_code_the_checker_runs() -> None:
         with pytest.raises(InvalidRequest, match="request header: truncated"):
             namespace["check"](frame[:7])
     assert bounds.checker_source(None, False) != bounds.checker_source(None, True)
+    assert bounds.checker_source(None) == bounds.checker_source(None, False)  # header v1
     # A body's code names the tables it was compiled with (known tags), so it is shown,
     # not run: its header part, its truncation message and its tag walk are there.
     cls = _cls(FETCH, 15)
     source = bounds.checker_source(cls)
     assert f"{cls.__qualname__}: truncated" in source
     assert "_tags(buf" in source
-    assert bounds.checker_source(None, True).splitlines()[4] in source
+    # Its header part is the header's own code, of the version its flexibility calls for
+    # (v2 for Fetch v15, with the header's tag section; v1 for Produce v3).
+    for body_cls, flexible in ((cls, True), (_cls(PRODUCE, 3), False)):
+        header = bounds.checker_source(None, flexible).splitlines()
+        body_at = next(i for i, line in enumerate(header) if line.strip().startswith("body = "))
+        lines = bounds.checker_source(body_cls).splitlines()
+        assert lines[: body_at + 1] == header[: body_at + 1]
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ def _feed_receiver(receiver: FrameReceiver, stream: bytes, step: int) -> list[by
     position = 0
     while position < len(stream):
         target = receiver.buffer()
+        assert len(target) > 0, "no room offered: the frame could never complete"
         chunk = stream[position : position + min(step, len(target))]
         target[: len(chunk)] = chunk
         frames.extend(bytes(f) for f in receiver.received(len(chunk)))
@@ -161,6 +162,7 @@ def _feed_like_asyncio(receiver: FrameReceiver, stream: bytes, step: int) -> lis
     position = 0
     while position < len(stream):
         target = receiver.buffer()
+        assert len(target) > 0, "no room offered: the frame could never complete"
         chunk = stream[position : position + min(step, len(target))]
         target[: len(chunk)] = chunk
         target.release()
@@ -275,3 +277,106 @@ def test_shrink_after_growth_keeps_a_partial_frame() -> None:
     receiver.shrink()
     assert receiver.held > 1024
     assert _feed_receiver(receiver, frame[150:], 10**6) == [b"p" * 300]
+
+
+def test_a_large_frame_buffer_doubles_each_time_it_fills_up_to_the_frame_size() -> None:
+    receiver = FrameReceiver(scratch_bytes=1024, first_large_bytes=4096)
+    body = bytes(range(200)) * 1000  # 200,000 bytes
+    stream = encode_frame(body)
+    sizes: list[int] = []
+    frames: list[bytes] = []
+    position = 0
+    while position < len(stream):
+        target = receiver.buffer()
+        own = receiver.held - 1024  # beside the scratch buffer
+        if not sizes or sizes[-1] != own:
+            sizes.append(own)
+        chunk = stream[position : position + min(8192, len(target))]
+        target[: len(chunk)] = chunk
+        target.release()
+        frames.extend(bytes(f) for f in receiver.received(len(chunk)))
+        position += len(chunk)
+    assert frames == [body]
+    # The scratch buffer alone, then the frame's own: 4 KiB, doubled while it fills,
+    # and the last step only to the size the frame declared.
+    assert sizes == [0, 4096, 8192, 16384, 32768, 65536, 131072, 200_000]
+    assert receiver.held == 1024
+
+
+@pytest.mark.parametrize(
+    ("first_large", "arrived", "own"),
+    [
+        (16, 40, 80),  # twice what had arrived, being more than first_large_bytes
+        (4096, 40, 1000),  # first_large_bytes, but never more than the frame
+        (1, 0, 1),  # a lone size prefix: first_large_bytes, at least 1 byte
+        (0, 0, 1),
+    ],
+)
+def test_a_frame_too_large_for_the_scratch_buffer_gets_its_own_sized_by_what_arrived(
+    first_large: int, arrived: int, own: int
+) -> None:
+    receiver = FrameReceiver(scratch_bytes=64, first_large_bytes=first_large)
+    frame = encode_frame(bytes(range(250)) * 4)  # 1,000 bytes
+    target = receiver.buffer()
+    target[: 4 + arrived] = frame[: 4 + arrived]
+    assert receiver.received(4 + arrived) == []
+    assert receiver.held == 64 + own
+    assert len(receiver.buffer()) == own - arrived
+    assert _feed_receiver(receiver, frame[4 + arrived :], 10**9) == [frame[4:]]
+
+
+def test_scratch_doubles_once_per_read_that_fills_it() -> None:
+    """asyncio may ask for a buffer again without a read in between: that is no reason
+    to grow again."""
+    receiver = FrameReceiver(scratch_bytes=1024)
+    first, second = encode_frame(b"f" * 1018), encode_frame(b"s" * 10)
+    target = receiver.buffer()
+    target[:1024] = first + second[:2]  # fills the scratch buffer, 2 bytes pending
+    assert receiver.received(1024) == [b"f" * 1018]
+    for _ in range(2):
+        assert len(receiver.buffer()) == 2046
+        assert receiver.held == 2048
+    assert _feed_receiver(receiver, second[2:], 10**9) == [b"s" * 10]
+    assert receiver.held == 2048
+
+
+@pytest.mark.parametrize(
+    ("size", "own_buffer"),
+    [
+        (59, False),
+        (60, False),  # with its size prefix, exactly the scratch buffer
+        (61, True),
+        (62, True),
+        (100, True),
+    ],
+)
+def test_a_frame_gets_its_own_buffer_only_when_it_does_not_fit_the_scratch_buffer(
+    size: int, own_buffer: bool
+) -> None:
+    receiver = FrameReceiver(scratch_bytes=64, max_scratch_bytes=64)
+    stream = encode_frame(b"m" * size) + encode_frame(b"after")
+    frames: list[bytes | memoryview] = []
+    position = 0
+    held: set[int] = set()
+    while position < len(stream):
+        target = receiver.buffer()
+        assert len(target) > 0, "no room offered: the frame could never complete"
+        chunk = stream[position : position + min(30, len(target))]
+        target[: len(chunk)] = chunk
+        frames.extend(receiver.received(len(chunk)))
+        position += len(chunk)
+        held.add(receiver.held)
+    assert [bytes(f) for f in frames] == [b"m" * size, b"after"]
+    # Its own buffer comes back as a read-only view; one cut out of scratch as bytes.
+    assert isinstance(frames[0], memoryview) is own_buffer
+    assert max(held) == (64 + size if own_buffer else 64)
+
+
+def test_once_every_frame_is_cut_out_the_whole_scratch_buffer_is_offered_again() -> None:
+    receiver = FrameReceiver(scratch_bytes=64, max_scratch_bytes=64)
+    for body in (b"x" * 5, b"y" * 20, b""):
+        frame = encode_frame(body)
+        target = receiver.buffer()
+        assert len(target) == 64
+        target[: len(frame)] = frame
+        assert receiver.received(len(frame)) == [body]

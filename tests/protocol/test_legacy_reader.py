@@ -25,6 +25,7 @@ from tests.protocol.test_known_answers import (
     legacy_snake,
     needs_schemas,
     reference_request,
+    reference_response,
 )
 
 SHORT = re.compile(
@@ -91,6 +92,8 @@ def test_null_is_refused_where_kafka_does_not_allow_it(pair: tuple[int, int]) ->
         nulled = dataclasses.replace(request, **{kio_name: None})
         frame = legacy.encode_request(api_key, version, 7, CLIENT_ID, nulled)[4:]
         if _in_versions(field.get("nullableVersions"), version):
+            # Written as Kafka lays a null out (length -1), and read back as null.
+            assert frame == sampled_frame(api_key, version, **{field["name"]: None})
             assert legacy.read_request(frame)[name] is None
             assert getattr(messages.decode_request(frame)[1], kio_name) is None
             continue
@@ -124,6 +127,36 @@ def test_a_declared_count_is_checked_against_the_bytes_left() -> None:
         legacy.read_request(header + struct.pack(">i", 5) + names)
     with pytest.raises(InvalidRequest, match="topic_names: 2 bytes declared, 0 left"):
         legacy.read_request(header + struct.pack(">i", 3) + names)
+
+
+def test_a_null_item_of_a_string_array_is_refused() -> None:
+    """Kafka allows no null inside a []string, not even in an array that may be null."""
+    header = struct.pack(">hhih", 20, 0, 1, 1) + b"c"
+    names = struct.pack(">ih", 2, 1) + b"a" + struct.pack(">h", -1)  # ["a", null]
+    frame = header + names + struct.pack(">i", 500)
+    with pytest.raises(InvalidRequest, match=r"\.topic_names: null where a string is required$"):
+        messages.decode_request(frame)
+    with pytest.raises(InvalidRequest, match=r"^legacy\.topic_names: null where a string is"):
+        legacy.read_request(frame)
+    # DescribeConfigs v0: one topic resource, its configuration keys [null].
+    header = struct.pack(">hhih", 32, 0, 1, 1) + b"c"
+    resource = struct.pack(">ibh", 1, 2, 1) + b"t" + struct.pack(">ih", 1, -1)
+    with pytest.raises(InvalidRequest, match=r"\.configuration_keys: null where a string is"):
+        messages.decode_request(header + resource)
+    # The array itself may be null (all of the resource's configs).
+    resource = struct.pack(">ibh", 1, 2, 1) + b"t" + struct.pack(">i", -1)
+    (read,) = messages.decode_request(header + resource)[1].resources
+    assert (read.resource_name, read.configuration_keys) == ("t", None)
+
+
+def test_a_null_client_id_is_read_as_none() -> None:
+    """A client id of length -1 is allowed by Kafka, in every header version."""
+    frame = struct.pack(">hhih", 20, 0, 3, -1) + struct.pack(">ih", 1, 1) + b"a"
+    frame += struct.pack(">i", 500)
+    read = legacy.read_request(frame)
+    assert (read["correlation_id"], read["client_id"], read["topic_names"]) == (3, None, ("a",))
+    header, _ = messages.decode_request(frame)
+    assert header.client_id is None
 
 
 def test_strings_must_be_utf8() -> None:
@@ -168,6 +201,63 @@ def test_fields_an_old_version_lacks_take_kafkas_defaults(pair: tuple[int, int])
         assert _wire(value) == _kafka_default(field), (field["name"], value)
         checked += 1
     assert checked or not _fields_added(spec, version, proxy)
+
+
+@needs_schemas
+@pytest.mark.parametrize("pair", _legacy_pairs(), ids=_pair_id)
+def test_an_old_version_reads_into_a_valid_entity_of_the_proxy_class(
+    pair: tuple[int, int],
+) -> None:
+    """What is read from an old request or response is an entity kio itself can write at
+    the proxy version (durations as timedeltas, missing arrays empty), and an old
+    response's fields that only newer versions have are at Kafka's defaults."""
+    api_key, version = pair
+    proxy = legacy.proxy_version(api_key)
+    _, request = messages.decode_request(sampled_frame(api_key, version))
+    header = messages.RequestHeader(api_key, proxy, 7, CLIENT_ID)
+    assert messages.decode_request(messages.encode_request(header, request)[4:]) == (
+        header,
+        request,
+    )
+
+    spec = _definition("response", api_key)
+    body = Sampler(spec, version).struct(spec["fields"])
+    frame = reference_response(api_key, version, 9, body)[4:]
+    _, response = messages.decode_response(frame, api_key, version)
+    written = messages.encode_response(9, response)  # kio's writer, at the proxy version
+    assert messages.decode_response(written[4:], api_key, proxy) == (9, response)
+    checked = 0
+    for field in spec["fields"]:
+        if _in_versions(field["versions"], version) or not _in_versions(field["versions"], proxy):
+            continue
+        name = legacy_snake(field["name"])
+        value = getattr(response, name, None)
+        if value is None and name.endswith("_ms"):
+            value = getattr(response, name[:-3])
+        assert _wire(value) == _kafka_default(field), (field["name"], value)
+        checked += 1
+    assert checked or not _fields_added(spec, version, proxy)
+
+
+def test_old_versions_read_durations_as_timedeltas_and_lacking_fields_as_defaults() -> None:
+    """DeleteTopics v0's timeout_ms, DescribeConfigs v0's throttle_time_ms; CreateTopics
+    v0 answers without a throttle time, which is then none at all."""
+    frame = struct.pack(">hhih", 20, 0, 1, 1) + b"c" + struct.pack(">ih", 1, 1) + b"a"
+    _, request = messages.decode_request(frame + struct.pack(">i", 500))
+    assert request.timeout == datetime.timedelta(milliseconds=500)
+
+    config = struct.pack(">h", 2) + b"nm" + struct.pack(">h", 1) + b"v" + bytes(3)
+    result = struct.pack(">hhbh", 0, -1, 2, 1) + b"t" + struct.pack(">i", 1) + config
+    frame = struct.pack(">iii", 9, 7, 1) + result
+    _, described = messages.decode_response(frame, 32, 0)
+    assert described.throttle_time == datetime.timedelta(milliseconds=7)
+    (config_read,) = described.results[0].configs
+    assert (config_read.name, config_read.value, config_read.synonyms) == ("nm", "v", ())
+
+    frame = struct.pack(">ii", 9, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">h", 0)
+    _, created = messages.decode_response(frame, 19, 0)
+    assert created.throttle_time == datetime.timedelta(0)
+    assert created.topics[0].name == "t"
 
 
 def _fields_added(spec: dict[str, Any], version: int, proxy: int) -> list[str]:
