@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import RequestRecord
+from minibroker.faults import Faults
 from minibroker.loop_thread import RunsInThread
 from minibroker.server import GroupTimer, NodeServer
 from minibroker.state.clock import BrokerClock, Clock
@@ -126,6 +127,75 @@ class Cluster(RunsInThread):
         # keep appending (a Python-level loop over it could fail mid-iteration).
         records = [r for node in self.nodes for r in tuple(node.dispatcher.recent)]
         return sorted(records, key=lambda r: r.at)
+
+    # --- faults and cluster operations (README: "Faults") ---
+
+    @property
+    def faults(self) -> Faults:
+        """The fault rules (minibroker/faults.py): `cluster.faults.add("Produce",
+        error=6, times=2)`; thread-safe."""
+        return self.state.faults
+
+    def node(self, node_id: int) -> NodeServer:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise ValueError(f"no broker {node_id} (brokers: {[n.node_id for n in self.nodes]})")
+
+    async def stop_node(self, node_id: int) -> None:
+        """Stop broker `node_id`: its connections close and new ones are refused; its
+        partitions and groups fail over to the running brokers; all data is kept."""
+        node = self.node(node_id)
+        await node.stop()
+        self.state.node_stopped(node_id)
+
+    async def start_node(self, node_id: int) -> None:
+        """Start a stopped broker again on its port (it leads nothing until moved to)."""
+        await self.node(node_id).start()
+
+    def stop_broker(self, node_id: int) -> None:
+        """`stop_node` for synchronous code (a cluster run with `with` or
+        start_in_thread())."""
+        self._in_thread(self.stop_node(node_id), "stop_node")
+
+    def start_broker(self, node_id: int) -> None:
+        """`start_node` for synchronous code."""
+        self._in_thread(self.start_node(node_id), "start_node")
+
+    def _in_thread(self, coroutine: Coroutine[Any, Any, None], instead: str) -> None:
+        if self._thread is None or self._thread.is_current:
+            coroutine.close()
+            raise RuntimeError(
+                f"this cluster runs on your event loop: use `await cluster.{instead}(...)`"
+            )
+        self._thread.run(coroutine)
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> None:
+        """Partition `partition` of `topic` is led by `node_id` from now on (next leader
+        epoch); its old leader answers NOT_LEADER_OR_FOLLOWER."""
+        self._on_loop(lambda: self.state.move_leader(topic, partition, node_id))
+
+    def move_coordinator(self, group_id: str, node_id: int) -> None:
+        """Group `group_id` is coordinated by `node_id` from now on; the old coordinator
+        answers NOT_COORDINATOR until clients look it up again."""
+        self._on_loop(lambda: self.state.move_coordinator(group_id, node_id))
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow `topic` to `total` partitions (clients see them at their next Metadata)."""
+        self._on_loop(lambda: self.state.topics.add_partitions(topic, total))
+
+    def set_latency(self, node_id: int, seconds: float) -> None:
+        """Every answer of broker `node_id` leaves `seconds` late (0: at once)."""
+        if seconds < 0:
+            raise ValueError(f"latency must not be negative: {seconds}")
+        self.node(node_id).latency = seconds
+
+    def set_throttle(self, node_id: int, milliseconds: int) -> None:
+        """Every answer of broker `node_id` reports this throttle time, which clients
+        honour by waiting before their next request to it (0: none)."""
+        if milliseconds < 0:
+            raise ValueError(f"throttle time must not be negative: {milliseconds}")
+        self.node(node_id).dispatcher.throttle_ms = milliseconds
 
     # --- administration, callable from any thread ---
 

@@ -9,6 +9,8 @@ run it off the event loop for large frames; `answer` then runs on the loop.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 import time
 from collections import deque
@@ -17,6 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from minibroker import handlers
+from minibroker.faults import (
+    PARTITION_APIS,
+    Action,
+    custom_response,
+    error_response,
+    request_facts,
+)
 from minibroker.handlers import api_versions
 from minibroker.handlers.registry import ApiHandler, Pending, RequestContext, Steps
 from minibroker.protocol import messages
@@ -59,6 +68,18 @@ class SteppedReply:
     pieces: Generator[None, None, bytes]
 
 
+@dataclass(slots=True)
+class FaultedReply:
+    """A request a fault rule acted on (faults.py): the server waits `delay` seconds
+    before the answer, never answers (`stall`: the connection answers nothing more), or
+    closes the connection instead of answering (`close`: the request was served)."""
+
+    outcome: bytes | PendingReply | SteppedReply | None
+    delay: float = 0.0
+    stall: bool = False
+    close: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Decoded:
     """A request read from its frame, with the handler that serves it."""
@@ -73,6 +94,8 @@ class Dispatcher:
         self.cluster = cluster
         self.node_id = node_id
         self.recent: deque[RequestRecord] = deque(maxlen=history)
+        # Milliseconds of throttle time every answer reports (Cluster.set_throttle).
+        self.throttle_ms = 0
         # Emulating a Kafka release: the versions it served (None: every served version).
         kafka_version = cluster.config.kafka_version
         self.emulated = (
@@ -105,7 +128,7 @@ class Dispatcher:
         client_host: str = "",
         *,
         stepped: bool = False,
-    ) -> bytes | PendingReply | SteppedReply | None:
+    ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
         """The outcome of one request frame: `decode`, then `answer`."""
         decoded = self.decode(frame)
         if isinstance(decoded, bytes):
@@ -153,12 +176,72 @@ class Dispatcher:
 
     def answer(
         self, decoded: Decoded, client_host: str = "", *, stepped: bool = False
-    ) -> bytes | PendingReply | SteppedReply | None:
+    ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
         """Serve a decoded request. A handler that works in pieces (`Steps`) is run
-        through at once, unless `stepped`: then its pieces are handed back."""
+        through at once, unless `stepped`: then its pieces are handed back. A fault rule
+        that acts on the request (faults.py) changes what happens."""
+        if self.cluster.faults:
+            action = self.cluster.faults.match(
+                request_facts(
+                    decoded.header.api_key,
+                    decoded.header.api_version,
+                    self.node_id,
+                    decoded.header.client_id,
+                    decoded.request,
+                    self._topic_name,
+                )
+            )
+            if action is not None:
+                return self._faulted(decoded, action, client_host, stepped)
+        return self._serve(decoded, client_host, stepped)
+
+    def _topic_name(self, topic_id: Any) -> str | None:
+        topic = self.cluster.topics.by_id(topic_id)
+        return topic.name if topic is not None else None
+
+    def _faulted(
+        self, decoded: Decoded, action: Action, client_host: str, stepped: bool
+    ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
-        ctx = RequestContext(self.cluster, self.node_id, header, client_host)
+        if action.close:
+            self._record(header, handler.name, version, correlation_id, "closed: fault")
+            raise CloseConnection(f"{handler.name} v{version}: a fault rule closes it")
+        if action.drop:
+            self._record(header, handler.name, version, correlation_id, "dropped: fault")
+            return FaultedReply(None, stall=True)
+        if action.respond is not None or (
+            action.error is not None and header.api_key not in PARTITION_APIS
+        ):
+            if action.respond is not None:
+                try:
+                    fields = action.respond(decoded.request)
+                    response = custom_response(header.api_key, version, fields)
+                except Exception as exc:
+                    log.exception("node %d: a fault rule's respond= failed", self.node_id)
+                    self._record(
+                        header, handler.name, version, correlation_id, "closed: respond failed"
+                    )
+                    raise CloseConnection(f"{handler.name} v{version}: respond= failed") from exc
+            else:
+                assert action.error is not None
+                response = error_response(header.api_key, version, decoded.request, action.error)
+            return self._encode(header, handler.name, version, correlation_id, response)
+        outcome = self._serve(decoded, client_host, stepped, action)
+        if action.delay or action.lose_response:
+            return FaultedReply(outcome, delay=action.delay, close=action.lose_response)
+        return outcome
+
+    def _serve(
+        self,
+        decoded: Decoded,
+        client_host: str,
+        stepped: bool,
+        fault: Action | None = None,
+    ) -> bytes | PendingReply | SteppedReply | None:
+        handler, header = decoded.handler, decoded.header
+        version, correlation_id = header.api_version, header.correlation_id
+        ctx = RequestContext(self.cluster, self.node_id, header, client_host, fault)
         try:
             result = handler.handle(ctx, decoded.request)
         except Exception as exc:
@@ -194,6 +277,18 @@ class Dispatcher:
             return encoded
         return self._encode(header, handler.name, version, correlation_id, result)
 
+    def _throttled(self, response: Any) -> Any:
+        """`response` reporting throttle_ms, where its version has a throttle time."""
+        body = response.response if isinstance(response, messages.SplicedResponse) else response
+        if "throttle_time" not in getattr(body, "__dataclass_fields__", {}):
+            return response
+        body = dataclasses.replace(
+            body, throttle_time=datetime.timedelta(milliseconds=self.throttle_ms)
+        )
+        if isinstance(response, messages.SplicedResponse):
+            return dataclasses.replace(response, response=body)
+        return body
+
     def _pieces(
         self, handler: ApiHandler, header: messages.RequestHeader, steps: Steps
     ) -> Generator[None, None, bytes]:
@@ -216,6 +311,8 @@ class Dispatcher:
     ) -> bytes:
         """The framed answer, recorded as sent; a response the handler built wrongly
         (a field the version cannot carry) closes the connection and says so."""
+        if self.throttle_ms:
+            response = self._throttled(response)
         try:
             encoded = messages.encode_response(correlation_id, response, version)
         except Exception as exc:

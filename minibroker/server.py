@@ -15,7 +15,13 @@ import logging
 from collections import deque
 from collections.abc import Hashable, Iterable
 
-from minibroker.dispatch import CloseConnection, Dispatcher, PendingReply, SteppedReply
+from minibroker.dispatch import (
+    CloseConnection,
+    Dispatcher,
+    FaultedReply,
+    PendingReply,
+    SteppedReply,
+)
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
@@ -92,6 +98,8 @@ class NodeServer:
         self._memory_waiters: set[_Connection] = set()  # muted until the budget frees
         self._tasks: set[asyncio.Task[None]] = set()  # outlive their connection briefly
         self._sweeper: asyncio.Task[None] | None = None
+        # Seconds every answer of this node waits before it leaves (Cluster.set_latency).
+        self.latency = 0.0
 
     @property
     def connection_count(self) -> int:
@@ -390,6 +398,7 @@ class _Connection(asyncio.BufferedProtocol):
             pending_bytes = 0
             while self._frames:
                 frame = self._frames.popleft()
+                fault: FaultedReply | None = None
                 try:
                     if len(frame) >= LARGE_REQUEST_BYTES and frame[:2] != PRODUCE_KEY:
                         # Decoded off the loop: other connections are served meanwhile.
@@ -403,6 +412,13 @@ class _Connection(asyncio.BufferedProtocol):
                         )
                     else:
                         outcome = dispatcher.dispatch(frame, self.peer, stepped=True)
+                    if isinstance(outcome, FaultedReply):
+                        fault, outcome = outcome, outcome.outcome
+                        if fault.stall:
+                            # Never answered: neither is anything after it, as on a
+                            # broker that hangs; the client times out and closes.
+                            self._send(answers)
+                            await asyncio.get_running_loop().create_future()
                     if isinstance(outcome, SteppedReply):
                         self._send(answers)  # earlier answers do not wait for it
                         pending_bytes = 0
@@ -425,6 +441,17 @@ class _Connection(asyncio.BufferedProtocol):
                     if self._closing and transport.is_closing():
                         return
                 self._queued_bytes -= len(frame)
+                latency = self._node.latency
+                if fault is not None or latency:
+                    self._send(answers)  # earlier answers are not held back
+                    pending_bytes = 0
+                    delay = latency + (fault.delay if fault is not None else 0.0)
+                    if delay:
+                        await asyncio.sleep(delay)
+                    if fault is not None and fault.close:
+                        log.info("closing connection from %s: a fault rule", self.peer)
+                        self.abort()
+                        return
                 if outcome is not None:
                     answers.append(outcome)
                     pending_bytes += len(outcome)

@@ -138,7 +138,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 except TopicError as exc:
                     entries.append(_error_entry(ctx, name, exc.error_code))
                     continue
-            if topic is None:
+            injected = ctx.injected_error(name, None)
+            if injected is not None:
+                entries.append(_error_entry(ctx, name, int(injected)))
+            elif topic is None:
                 entries.append(_error_entry(ctx, name, 3))  # UNKNOWN_TOPIC_OR_PARTITION
             else:
                 entries.append(_encoded_entry(ctx, topic))

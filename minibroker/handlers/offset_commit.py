@@ -34,6 +34,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for p in topic.partitions
     ]
+    injected = {
+        (t, p): int(code) for t, p, *_ in offsets if (code := ctx.injected_error(t, p)) is not None
+    }
+    offsets = [o for o in offsets if (o[0], o[1]) not in injected]
     if not is_coordinator(ctx, request.group_id):
         codes = {(t, p): rules.NOT_COORDINATOR for t, p, *_ in offsets}
     else:
@@ -45,6 +49,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=offsets,
         )
+    codes = {**codes, **injected}
     topics = tuple(
         ctx.make(
             "OffsetCommitResponseTopic",

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from minibroker.faults import Action
 from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState
 
@@ -17,6 +20,12 @@ class RequestContext:
     node_id: int
     header: RequestHeader
     client_host: str = ""
+    # A fault rule acting on this request (faults.py), or None.
+    fault: Action | None = None
+
+    def injected_error(self, topic: str, partition: int | None) -> ErrorCode | None:
+        """The error a fault rule gives this partition (or topic, for None), if any."""
+        return None if self.fault is None else self.fault.partition_error(topic, partition)
 
     @property
     def version(self) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from minibroker.config import BrokerConfig
+from minibroker.faults import Faults
 from minibroker.state.broker_configs import BrokerConfigs
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.groups import GroupCoordinator, partition_for
@@ -40,6 +41,10 @@ class ClusterState:
         )
         self.broker_configs_changed()
         self.producer_ids = ProducerIdAllocator()
+        # Fault rules every node's dispatcher checks (minibroker/faults.py).
+        self.faults = Faults()
+        # Groups moved to another coordinator than their offsets partition's leader.
+        self.coordinator_overrides: dict[str, int] = {}
         self.groups = GroupCoordinator(self.config, self._partition_exists)
         # Called with what changed (a PartitionLog after an append, GROUP_EVENTS after a
         # group change) so that the requests waiting on it can re-check; the asyncio layer
@@ -93,4 +98,49 @@ class ClusterState:
                 internal=True,
             )
             assert topic is not None
+        if key_type == GROUP_KEY and key in self.coordinator_overrides:
+            return self.coordinator_overrides[key]
         return topic.partitions[partition_for(key, len(topic.partitions))].leader
+
+    # --- cluster operations (tests move leaders and coordinators, stop nodes) ---
+
+    def move_leader(self, topic_name: str, index: int, node_id: int) -> None:
+        """Partition `index` of `topic_name` is led by `node_id` from now on, at the next
+        leader epoch; its old leader answers NOT_LEADER_OR_FOLLOWER."""
+        topic = self.topics.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            raise ValueError(f"no partition {topic_name}-{index}")
+        if node_id not in self.nodes:
+            raise ValueError(f"no running broker {node_id} (running: {sorted(self.nodes)})")
+        partition = topic.partitions[index]
+        if partition.leader != node_id:
+            partition.leader = node_id
+            partition.leader_epoch += 1
+            topic.encoded.clear()
+            self.notify_append(partition.log)  # waiting fetches learn it at once
+
+    def move_coordinator(self, group_id: str, node_id: int) -> None:
+        """Group `group_id` is coordinated by `node_id` from now on (its state moves with
+        it); the old coordinator answers NOT_COORDINATOR until clients look it up again."""
+        if node_id not in self.nodes:
+            raise ValueError(f"no running broker {node_id} (running: {sorted(self.nodes)})")
+        self.coordinator_overrides[group_id] = node_id
+        self.notify_append()
+
+    def node_stopped(self, node_id: int) -> None:
+        """A node went down: it leaves the metadata, and the partitions and groups it led
+        fail over to the running nodes (as replicas would take over; the data is kept)."""
+        self.nodes.pop(node_id, None)
+        running = sorted(self.nodes)
+        if not running:
+            return  # nothing to fail over to: the partitions wait for it
+        for group, owner in list(self.coordinator_overrides.items()):
+            if owner == node_id:
+                del self.coordinator_overrides[group]
+        turn = 0
+        for topic in self.topics:
+            for partition in topic.partitions:
+                if partition.leader == node_id:
+                    self.move_leader(topic.name, partition.index, running[turn % len(running)])
+                    turn += 1
+        self.notify_append()
