@@ -16,16 +16,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
+from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import RequestRecord
 from minibroker.faults import Faults
+from minibroker.inspection import RECORDED_MAX, Recorded
 from minibroker.loop_thread import RunsInThread
 from minibroker.server import GroupTimer, NodeServer
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
+from minibroker.state.groups import parse_assignment
 from minibroker.state.topics import Topic
 
 log = logging.getLogger("minibroker")
@@ -196,6 +200,69 @@ class Cluster(RunsInThread):
         if milliseconds < 0:
             raise ValueError(f"throttle time must not be negative: {milliseconds}")
         self.node(node_id).dispatcher.throttle_ms = milliseconds
+
+    # --- inspection ---
+
+    def record_requests(self, on: bool = True) -> None:
+        """Keep (or stop keeping) every answered request and its answer, decoded, for
+        `requests()`; `record_requests` in the settings turns it on from the start."""
+        for node in self.nodes:
+            dispatcher = node.dispatcher
+            if not on:
+                dispatcher.recording = None
+            elif dispatcher.recording is None:
+                dispatcher.recording = deque(maxlen=RECORDED_MAX)
+
+    def requests(
+        self,
+        api: str | None = None,
+        *,
+        client_id: str | None = None,
+        node_id: int | None = None,
+    ) -> list[Recorded]:
+        """The recorded requests (see `record_requests`), oldest first, those of one API
+        ("JoinGroup"), client id or broker when asked."""
+        found = [
+            r
+            for node in self.nodes
+            if node.dispatcher.recording is not None
+            for r in tuple(node.dispatcher.recording)
+        ]
+        return sorted(
+            (
+                r
+                for r in found
+                if (api is None or r.api == api)
+                and (client_id is None or r.client_id == client_id)
+                and (node_id is None or r.node_id == node_id)
+            ),
+            key=lambda r: r.at,
+        )
+
+    def write_requests(self, path: str | os.PathLike[str]) -> int:
+        """The recorded requests as JSON lines (one per request and its answer), to
+        `path`; how many."""
+        recorded = self.requests()
+        with open(path, "w", encoding="utf-8") as out:
+            for record in recorded:
+                out.write(record.json_line() + "\n")
+        return len(recorded)
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the offset group `group_id` committed."""
+
+        def read() -> dict[tuple[str, int], int]:
+            stored = self.state.groups.committed(group_id, None)
+            return {key: c.offset for key, c in stored.items() if c is not None}
+
+        return self._on_loop(read)
+
+    def group_assignments(self, group_id: str) -> dict[str, dict[str, list[int]]]:
+        """Member id -> topic -> partitions the group's leader assigned it (consumer
+        groups; a member of another protocol type shows an empty assignment)."""
+        return {
+            member: parse_assignment(data) for member, data in self.group_members(group_id).items()
+        }
 
     # --- administration, callable from any thread ---
 

@@ -88,6 +88,11 @@ class BrokerConfig:
         1_800_000, "largest session timeout a member may ask for"
     )
 
+    record_requests: bool = _setting(
+        False,
+        "keep every answered request and its answer, decoded, for broker.requests(...) "
+        "(the newest 100,000 per node)",
+    )
     kafka_version: str | None = _setting(
         None,
         "serve only the API versions this Kafka release's brokers served: "

@@ -22,12 +22,13 @@ from minibroker import handlers
 from minibroker.faults import (
     PARTITION_APIS,
     Action,
+    RequestFacts,
     custom_response,
     error_response,
-    request_facts,
 )
 from minibroker.handlers import api_versions
 from minibroker.handlers.registry import ApiHandler, Pending, RequestContext, Steps
+from minibroker.inspection import RECORDED_MAX, Recorded
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState
 
@@ -96,6 +97,10 @@ class Dispatcher:
         self.recent: deque[RequestRecord] = deque(maxlen=history)
         # Milliseconds of throttle time every answer reports (Cluster.set_throttle).
         self.throttle_ms = 0
+        # Answered requests, decoded (inspection.py), while recording is on.
+        self.recording: deque[Recorded] | None = (
+            deque(maxlen=RECORDED_MAX) if cluster.config.record_requests else None
+        )
         # Emulating a Kafka release: the versions it served (None: every served version).
         kafka_version = cluster.config.kafka_version
         self.emulated = (
@@ -182,7 +187,7 @@ class Dispatcher:
         that acts on the request (faults.py) changes what happens."""
         if self.cluster.faults:
             action = self.cluster.faults.match(
-                request_facts(
+                RequestFacts(
                     decoded.header.api_key,
                     decoded.header.api_version,
                     self.node_id,
@@ -226,7 +231,9 @@ class Dispatcher:
             else:
                 assert action.error is not None
                 response = error_response(header.api_key, version, decoded.request, action.error)
-            return self._encode(header, handler.name, version, correlation_id, response)
+            return self._encode(
+                header, handler.name, version, correlation_id, response, decoded.request
+            )
         outcome = self._serve(decoded, client_host, stepped, action)
         if action.delay or action.lose_response:
             return FaultedReply(outcome, delay=action.delay, close=action.lose_response)
@@ -264,18 +271,20 @@ class Dispatcher:
                 response: Any = pending.poll(final)
                 if response is None:
                     return None
-                return self._encode(header, handler.name, version, correlation_id, response)
+                return self._encode(
+                    header, handler.name, version, correlation_id, response, decoded.request
+                )
 
             return PendingReply(
                 deadline=pending.deadline, finish=finish, wait_keys=pending.wait_keys
             )
         if isinstance(result, Steps):
-            pieces = self._pieces(handler, header, result)
+            pieces = self._pieces(handler, header, result, decoded.request)
             if stepped:
                 return SteppedReply(pieces)
             encoded: bytes = Steps(pieces).run()
             return encoded
-        return self._encode(header, handler.name, version, correlation_id, result)
+        return self._encode(header, handler.name, version, correlation_id, result, decoded.request)
 
     def _throttled(self, response: Any) -> Any:
         """`response` reporting throttle_ms, where its version has a throttle time."""
@@ -290,7 +299,11 @@ class Dispatcher:
         return body
 
     def _pieces(
-        self, handler: ApiHandler, header: messages.RequestHeader, steps: Steps
+        self,
+        handler: ApiHandler,
+        header: messages.RequestHeader,
+        steps: Steps,
+        request: Any = None,
     ) -> Generator[None, None, bytes]:
         version, correlation_id = header.api_version, header.correlation_id
         try:
@@ -299,7 +312,7 @@ class Dispatcher:
             log.exception("node %d: %s v%d failed", self.node_id, handler.name, version)
             self._record(header, handler.name, version, correlation_id, "closed: handler error")
             raise CloseConnection(f"{handler.name} v{version} failed: {exc!r}") from exc
-        return self._encode(header, handler.name, version, correlation_id, response)
+        return self._encode(header, handler.name, version, correlation_id, response, request)
 
     def _encode(
         self,
@@ -308,6 +321,7 @@ class Dispatcher:
         version: int,
         correlation_id: int,
         response: Any,
+        request: Any = None,
     ) -> bytes:
         """The framed answer, recorded as sent; a response the handler built wrongly
         (a field the version cannot carry) closes the connection and says so."""
@@ -320,4 +334,18 @@ class Dispatcher:
             self._record(header, name, version, correlation_id, "closed: response failed to encode")
             raise CloseConnection(f"{name} v{version} response failed to encode: {exc!r}") from exc
         self._record(header, name, version, correlation_id, "ok")
+        recording = self.recording
+        if recording is not None and header is not None:
+            recording.append(
+                Recorded(
+                    time.time(),
+                    self.node_id,
+                    header.client_id,
+                    header.api_key,
+                    version,
+                    correlation_id,
+                    request,
+                    encoded,
+                )
+            )
         return encoded

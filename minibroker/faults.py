@@ -61,17 +61,57 @@ def api_key_of(api: str | int) -> int:
     raise ValueError(f"unknown API {api!r}: give Kafka's name (e.g. 'Produce') or its key")
 
 
-@dataclass(frozen=True, slots=True)
 class RequestFacts:
-    """What a rule can match a request on."""
+    """What a rule can match a request on. The group and the partitions it names are
+    read from the request only when a rule asks (most rules filter on the API first)."""
 
-    api_key: int
-    version: int
-    node_id: int
-    client_id: str | None
-    group_id: str | None
-    # (topic, partition) pairs the request names; partition None for a topic alone.
-    partitions: frozenset[tuple[str, int | None]]
+    __slots__ = (
+        "_group",
+        "_partitions",
+        "_request",
+        "_topic_name",
+        "api_key",
+        "client_id",
+        "node_id",
+        "version",
+    )
+
+    def __init__(
+        self,
+        api_key: int,
+        version: int,
+        node_id: int,
+        client_id: str | None,
+        request: Any = None,
+        topic_name: Callable[[Any], str | None] = lambda topic_id: None,
+    ) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.node_id = node_id
+        self.client_id = client_id
+        self._request = request
+        self._topic_name = topic_name
+        self._group: tuple[str | None] | None = None
+        self._partitions: frozenset[tuple[str, int | None]] | None = None
+
+    @property
+    def group_id(self) -> str | None:
+        """The request's group id (a FindCoordinator's group key), if any."""
+        if self._group is None:
+            request = self._request
+            group = getattr(request, "group_id", None)
+            if self.api_key == 10 and getattr(request, "key_type", 0) == 0:
+                keys = getattr(request, "coordinator_keys", None) or ()
+                group = keys[0] if keys else getattr(request, "key", None)
+            self._group = (group if isinstance(group, str) else None,)
+        return self._group[0]
+
+    @property
+    def partitions(self) -> frozenset[tuple[str, int | None]]:
+        """(topic, partition) pairs the request names; partition None for a topic alone."""
+        if self._partitions is None:
+            self._partitions = frozenset(_named_partitions(self._request, self._topic_name))
+        return self._partitions
 
 
 @dataclass(eq=False)
@@ -263,10 +303,12 @@ class Faults:
     def match(self, facts: RequestFacts) -> Action | None:
         """Count the request against every rule; the action of the first that acts."""
         chosen: Action | None = None
+        matched = False
         with self._changed:
             for rule in self._rules:
                 if not rule.matches(facts):
                     continue
+                matched = True
                 rule.hits += 1
                 acts = (
                     rule.hits > rule.after
@@ -284,7 +326,8 @@ class Faults:
                         rule.lose_response,
                         rule.respond,
                     )
-            self._changed.notify_all()
+            if matched:
+                self._changed.notify_all()
         return chosen
 
     def _wait(self, rule: Fault, count: int, timeout: float) -> int:
@@ -292,30 +335,6 @@ class Faults:
             if not self._changed.wait_for(lambda: rule.hits >= count, timeout):
                 raise TimeoutError(f"{rule} matched {rule.hits} requests, not {count}")
             return rule.hits
-
-
-def request_facts(
-    api_key: int,
-    version: int,
-    node_id: int,
-    client_id: str | None,
-    request: Any,
-    topic_name: Callable[[Any], str | None],
-) -> RequestFacts:
-    """What the rules can match `request` on (its group and the partitions it names;
-    `topic_name` finds a topic's name from its id, for Fetch v13+)."""
-    group = getattr(request, "group_id", None)
-    if api_key == 10 and getattr(request, "key_type", 0) == 0:  # FindCoordinator, a group
-        keys = getattr(request, "coordinator_keys", None) or ()
-        group = keys[0] if keys else getattr(request, "key", None)
-    return RequestFacts(
-        api_key,
-        version,
-        node_id,
-        client_id,
-        group if isinstance(group, str) else None,
-        frozenset(_named_partitions(request, topic_name)),
-    )
 
 
 _TOPIC_ARRAYS = ("topics", "topic_data")

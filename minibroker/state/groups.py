@@ -204,6 +204,28 @@ def parse_subscription(metadata: bytes) -> list[str] | None:
         return None
 
 
+def parse_assignment(data: bytes) -> dict[str, list[int]]:
+    """Topic -> partitions of a ConsumerProtocolAssignment (any version); {} when the
+    bytes are not one (another protocol type, or none yet)."""
+    try:
+        position = 2  # int16 version
+        (count,) = struct.unpack_from(">i", data, position)
+        position += 4
+        assigned: dict[str, list[int]] = {}
+        for _ in range(max(count, 0)):
+            (length,) = struct.unpack_from(">h", data, position)
+            position += 2
+            topic = data[position : position + max(length, 0)].decode()
+            position += max(length, 0)
+            (partitions,) = struct.unpack_from(">i", data, position)
+            position += 4
+            assigned[topic] = list(struct.unpack_from(f">{max(partitions, 0)}i", data, position))
+            position += 4 * max(partitions, 0)
+        return assigned
+    except (struct.error, UnicodeDecodeError):
+        return {}
+
+
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode (UTF-16 code units, 32-bit overflow)."""
     value = 0

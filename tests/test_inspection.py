@@ -1,0 +1,99 @@
+"""Inspection: what a broker recorded of its requests and answers (decoded, queried,
+written as JSON lines) and its groups' state, read directly."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+
+from minibroker import Broker
+
+
+def consume_in_group(broker: Broker, topic: str, group: str, client_id: str, count: int) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "client.id": client_id,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got += 1
+                consumer.commit(message=message, asynchronous=False)
+        assert got == count
+        assignments = broker.group_assignments(group)
+        assert list(assignments.values()) == [{topic: [0, 1]}]
+    finally:
+        consumer.close()
+
+
+def produce(broker: Broker, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "writer"})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+
+def test_nothing_is_recorded_unless_asked(kafka_broker: Broker) -> None:
+    kafka_broker.create_topic("quiet", 2)
+    produce(kafka_broker, "quiet", 2)
+    assert kafka_broker.requests() == []
+
+
+def test_requests_are_recorded_decoded_and_queried(tmp_path: Path) -> None:
+    with Broker(record_requests=True) as broker:
+        topic, group = "seen", f"group-{uuid.uuid4()}"
+        broker.create_topic(topic, 2)
+        produce(broker, topic, 4)
+        consume_in_group(broker, topic, group, "reader-1", 4)
+
+        joins = broker.requests("JoinGroup", client_id="reader-1")
+        assert joins and {j.request.group_id for j in joins} == {group}
+        assert joins[-1].response.error_code.value == 0
+        assert joins[-1].response.member_id.startswith("reader-1")
+        # spliced answers (Produce, Fetch) decode like any other
+        produced = broker.requests("Produce", client_id="writer")
+        assert sum(len(r.response.responses[0].partition_responses) for r in produced) >= 2
+        fetched = broker.requests("Fetch", client_id="reader-1")
+        assert any(p.records for r in fetched for t in r.response.responses for p in t.partitions)
+        assert broker.requests(client_id="nobody") == []
+
+        # what the group committed, and the log end offsets, read directly
+        assert broker.committed_offsets(group) == {(topic, 0): 2, (topic, 1): 2}
+        assert broker.end_offsets(topic) == {0: 2, 1: 2}
+
+        written = broker.write_requests(tmp_path / "requests.jsonl")
+        lines = [
+            json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()
+        ]
+        assert len(lines) == written == len(broker.requests())
+        join_line = next(line for line in lines if line["api"] == "JoinGroup")
+        assert join_line["request"]["group_id"] == group
+        assert join_line["client_id"] == "reader-1"
+        assert "member_id" in join_line["response"]
+
+        broker.record_requests(False)
+        produce(broker, topic, 2)
+        assert broker.requests() == []
+
+
+def test_recording_can_start_while_the_broker_runs(kafka_broker: Broker) -> None:
+    kafka_broker.create_topic("later", 2)
+    produce(kafka_broker, "later", 2)
+    kafka_broker.record_requests()
+    produce(kafka_broker, "later", 2)
+    recorded = kafka_broker.requests("Produce")
+    assert recorded and all(r.client_id == "writer" for r in recorded)
+    assert [r.at for r in kafka_broker.requests()] == sorted(r.at for r in kafka_broker.requests())
