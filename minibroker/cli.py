@@ -20,6 +20,7 @@ from typing import Any
 from minibroker import __version__
 from minibroker.broker import Broker
 from minibroker.config import LEAST_VALUES, BrokerConfig
+from minibroker.faults import Faults, parse_fault
 from minibroker.state.topics import TopicError, validate_topic_name
 
 DEFAULT_PORT = 9092
@@ -144,6 +145,21 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
         help="logging level (default: INFO)",
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=_fault,
+        metavar="API:KEY=VALUE,...",
+        help="a fault rule (repeatable), e.g. Produce:error=NOT_LEADER_OR_FOLLOWER,times=3 "
+        "or Fetch:delay=0.5 or Metadata:close,after=2 (README: Faults)",
+    )
+    parser.add_argument(
+        "--record-file",
+        metavar="FILE",
+        help="record every request and its answer, decoded, and write them to FILE as "
+        "JSON lines when the broker stops",
+    )
     settings = parser.add_argument_group("broker settings (BrokerConfig)")
     for field in dataclasses.fields(BrokerConfig):
         flag = _SPELLING.get(field.name, "--" + field.name.replace("_", "-"))
@@ -158,6 +174,15 @@ def _parser() -> argparse.ArgumentParser:
             + ("" if default is None else f" (default: {default})"),
         )
     return parser
+
+
+def _fault(spec: str) -> dict[str, Any]:
+    try:
+        arguments = parse_fault(spec)
+        Faults().add(**arguments)  # refused here, before the broker starts
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"{spec!r}: {exc}") from None
+    return arguments
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -205,9 +230,16 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             print(f"minibroker: cannot create topic {name!r}: {exc}", file=sys.stderr)
             await broker.stop()
             return 2
+    for arguments in args.fault:
+        broker.faults.add(**arguments)
+    if args.record_file:
+        broker.record_requests()
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
     await _until_interrupted()
     await broker.stop()
+    if args.record_file:
+        written = broker.write_requests(args.record_file)
+        print(f"minibroker: {written} requests written to {args.record_file}", file=sys.stderr)
     return 0
 
 

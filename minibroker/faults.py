@@ -441,3 +441,46 @@ def custom_response(api_key: int, version: int, fields: Mapping[str, Any]) -> An
     if unknown:
         raise ValueError(f"{cls.__name__} has no field {unknown[0]!r}")
     return blank(cls, **fields)
+
+
+_FLAGS = ("drop", "close", "lose_response")
+_TEXT_KEYS = ("api", "client_id", "group", "topic")
+_INT_KEYS = ("broker", "partition", "times", "after")
+
+
+def parse_fault(spec: str) -> dict[str, Any]:
+    """`Faults.add` keywords from a command-line rule: `Produce:error=NOT_LEADER_OR_FOLLOWER,
+    times=3` (the API first, then key=value pairs; drop, close and lose_response alone;
+    error by Kafka's name or code; versions as 3-9 or 5; delay in seconds)."""
+    api, _, rest = spec.partition(":")
+    if "=" in api:  # no API given: every item is key=value
+        api, rest = "", spec
+    arguments: dict[str, Any] = {"api": api} if api else {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, has_value, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if key in _FLAGS and not has_value:
+            arguments[key] = True
+        elif not has_value:
+            raise ValueError(f"{item!r}: expected key=value (or drop, close, lose_response)")
+        elif key in _TEXT_KEYS:
+            arguments[key] = value
+        elif key in _INT_KEYS:
+            arguments[key] = int(value)
+        elif key == "delay":
+            arguments[key] = float(value)
+        elif key == "versions":
+            low, _, high = value.partition("-")
+            arguments[key] = (int(low), int(high or low))
+        elif key == "error":
+            arguments[key] = int(value) if value.lstrip("-").isdigit() else _error_named(value)
+        else:
+            raise ValueError(f"{key!r} is not a fault rule's key")
+    return arguments
+
+
+def _error_named(name: str) -> int:
+    try:
+        return int(ErrorCode[name.strip().lower()])
+    except KeyError:
+        raise ValueError(f"{name!r} is not a Kafka error name") from None

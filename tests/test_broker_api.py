@@ -4,6 +4,7 @@ clients and raw sockets."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import select
 import signal
@@ -234,9 +235,40 @@ def test_cli_prints_its_address_and_serves_metadata(stop_with: signal.Signals) -
     assert process.returncode == 0
 
 
+def test_cli_fault_rules_act_and_the_record_file_shows_them(tmp_path: Any) -> None:
+    record = tmp_path / "requests.jsonl"
+    process, bootstrap = _start_cli(
+        "--topic",
+        "orders",
+        "--fault",
+        "Produce:error=NOT_ENOUGH_REPLICAS,times=2",
+        "--record-file",
+        str(record),
+    )
+    try:
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "retry.backoff.ms": 20}
+        )
+        producer.produce("orders", b"kept")
+        assert producer.flush(30) == 0
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    produced = [line for line in lines if line["api"] == "Produce"]
+    codes = [
+        line["response"]["responses"][0]["partition_responses"][0]["error_code"]
+        for line in produced
+    ]
+    assert codes == [19, 19, 0]  # NOT_ENOUGH_REPLICAS twice, then stored
+
+
 @pytest.mark.parametrize(
     ("args", "complaint"),
     [
+        (["--fault", "Produce:error=BOGUS"], "'BOGUS' is not a Kafka error name"),
+        (["--fault", "Produce:drop,close"], "one action"),
         (["--topic", "bad name"], "bad name"),
         (["--topic", "orders:zero"], "orders:zero"),
         (["--topic", "orders:0"], "orders:0"),
