@@ -5,6 +5,7 @@ slow a broker down or throttle it; real clients ride through each."""
 from __future__ import annotations
 
 import datetime
+import json
 import socket
 import threading
 import time
@@ -244,3 +245,45 @@ def test_added_partitions_appear_in_metadata(kafka_broker: Broker) -> None:
     with RawClient(kafka_broker.bootstrap_servers) as client:
         partitions = metadata(client, "grows").topics[0].partitions
     assert sorted(p.partition_index for p in partitions) == [0, 1, 2, 3, 4]
+
+
+def test_librdkafka_sees_the_throttle_time(kafka_broker: Broker) -> None:
+    """librdkafka reads throttle_time_ms from every answer (and holds its next request to
+    that broker back by it): its statistics report the time set."""
+    kafka_broker.create_topic("throttled", 1)
+    kafka_broker.set_throttle(kafka_broker.node_id, 300)
+    seen: list[int] = []
+
+    def statistics(text: str) -> None:
+        for broker in json.loads(text)["brokers"].values():
+            if broker.get("nodeid", -1) >= 0:
+                seen.append(int(broker["throttle"]["max"]))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap_servers,
+            "statistics.interval.ms": 100,
+            "stats_cb": statistics,
+        }
+    )
+    for i in range(5):
+        producer.produce("throttled", str(i).encode())
+        producer.flush(30)
+    deadline = time.monotonic() + 10
+    while not any(value >= 300 for value in seen) and time.monotonic() < deadline:
+        producer.poll(0.1)
+    assert max(seen) == 300
+
+
+async def test_an_async_test_waits_for_hits_without_sleeping() -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async with Broker() as broker:
+        rule = broker.faults.add("Produce")
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        await producer.start()
+        try:
+            await producer.send("waited", b"x")
+            assert await rule.hits_reached(1, timeout=10) >= 1
+        finally:
+            await producer.stop()
