@@ -185,7 +185,7 @@ class Dispatcher:
         """Serve a decoded request. A handler that works in pieces (`Steps`) is run
         through at once, unless `stepped`: then its pieces are handed back. A fault rule
         that acts on the request (faults.py) changes what happens."""
-        if self.cluster.faults:
+        if self.cluster.faults.rules:  # a list: no call when there are none
             action = self.cluster.faults.match(
                 RequestFacts(
                     decoded.header.api_key,

@@ -213,14 +213,15 @@ class Faults:
     own thread while the broker serves)."""
 
     def __init__(self) -> None:
-        self._rules: list[Fault] = []
+        # In the order added; change them through add/remove/clear only.
+        self.rules: list[Fault] = []
         self._changed = threading.Condition()
 
     def __bool__(self) -> bool:
-        return bool(self._rules)
+        return bool(self.rules)
 
     def __iter__(self) -> Iterator[Fault]:
-        return iter(list(self._rules))
+        return iter(list(self.rules))
 
     def add(
         self,
@@ -288,24 +289,24 @@ class Faults:
             _owner=self,
         )
         with self._changed:
-            self._rules.append(rule)
+            self.rules.append(rule)
         return rule
 
     def remove(self, rule: Fault) -> None:
         with self._changed:
-            if rule in self._rules:
-                self._rules.remove(rule)
+            if rule in self.rules:
+                self.rules.remove(rule)
 
     def clear(self) -> None:
         with self._changed:
-            self._rules.clear()
+            self.rules.clear()
 
     def match(self, facts: RequestFacts) -> Action | None:
         """Count the request against every rule; the action of the first that acts."""
         chosen: Action | None = None
         matched = False
         with self._changed:
-            for rule in self._rules:
+            for rule in self.rules:
                 if not rule.matches(facts):
                     continue
                 matched = True

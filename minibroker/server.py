@@ -64,10 +64,12 @@ class WaiterIndex:
         for key in keys:
             self._waiters.setdefault(key, set()).add(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            pass
+            # Not wait_for: in Python 3.11 it can swallow a cancellation that arrives as
+            # the waiter fires (a clock advance then a stop), leaving a task that never ends.
+            await asyncio.wait((waiter,), timeout=timeout)
         finally:
+            if not waiter.done():
+                waiter.cancel()
             for key in keys:
                 registered = self._waiters.get(key)
                 if registered is not None:

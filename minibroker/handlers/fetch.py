@@ -59,9 +59,10 @@ def _locate(
         return None, missing_code
     if not 0 <= wanted.partition < len(topic.partitions):
         return None, ErrorCode.unknown_topic_or_partition
-    injected = ctx.injected_error(topic.name, wanted.partition)
-    if injected is not None:
-        return None, injected
+    if ctx.fault is not None:
+        injected = ctx.injected_error(topic.name, wanted.partition)
+        if injected is not None:
+            return None, injected
     partition = topic.partitions[wanted.partition]
     if partition.leader != ctx.node_id:
         return None, ErrorCode.not_leader_or_follower

@@ -101,9 +101,10 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
         raise _Rejected(
             ErrorCode.unknown_topic_or_partition, f"{topic.name}-{index} does not exist"
         )
-    injected = ctx.injected_error(topic.name, index)
-    if injected is not None:
-        raise _Rejected(injected, f"{injected.name} for {topic.name}-{index}: a fault rule")
+    if ctx.fault is not None:
+        injected = ctx.injected_error(topic.name, index)
+        if injected is not None:
+            raise _Rejected(injected, f"{injected.name} for {topic.name}-{index}: a fault rule")
     partition = topic.partitions[index]
     if partition.leader != ctx.node_id:
         raise _Rejected(
