@@ -9,14 +9,20 @@ from typing import Any
 
 import pytest
 
-from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
+from minibroker.config import BrokerConfig
+from minibroker.state.topics import SET, TOPIC_CONFIG_DEFAULTS
 from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
 
 CREATE_TOPICS = 19
 NONE = 0
 INVALID_CONFIG = 40
-SOURCE_DYNAMIC_TOPIC, SOURCE_DEFAULT = 1, 5
+SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = (
+    1,
+    3,
+    4,
+    5,
+)
 
 
 def create(
@@ -81,3 +87,28 @@ def test_before_v5_results_have_no_configs() -> None:
     result = create(SansIOBroker(), 4, "orders")
     assert result.error_code.value == NONE
     assert not hasattr(result, "configs")
+
+
+@pytest.mark.parametrize("version", [5, 7])
+def test_each_broker_reports_its_own_defaults_before_and_after_they_change(
+    version: int,
+) -> None:
+    """The encoded config lists are cached across brokers: a broker whose
+    message.max.bytes differs (at start or changed while running) reports its own."""
+    plain, larger = SansIOBroker(), SansIOBroker(BrokerConfig(message_max_bytes=2_000_000))
+    assert reported(create(plain, version, "a"))["max.message.bytes"][:2] == (
+        "1048588",
+        SOURCE_DEFAULT,
+    )
+    assert reported(create(larger, version, "a"))["max.message.bytes"][:2] == (
+        "2000000",
+        SOURCE_STATIC_BROKER,
+    )
+    plain.cluster.broker_configs.alter(
+        "", [("message.max.bytes", SET, "3000000")], node_id=0, nodes=1
+    )
+    plain.cluster.broker_configs_changed()
+    assert reported(create(plain, version, "b"))["max.message.bytes"][:2] == (
+        "3000000",
+        SOURCE_DYNAMIC_DEFAULT_BROKER,
+    )

@@ -7,15 +7,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minibroker.state.topics import (
+    DELETE,
     INVALID_CONFIG,
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
+    SET,
     TOPIC_ALREADY_EXISTS,
     TOPIC_CONFIG_DEFAULTS,
     UNKNOWN_TOPIC_OR_PARTITION,
     TopicError,
     TopicRegistry,
+    apply_config_operations,
+    validate_topic_configs,
     validate_topic_name,
 )
 
@@ -308,3 +312,22 @@ def test_configs_set_to_null_are_skipped_and_the_rest_still_checked() -> None:
     assert topic is not None and topic.configs == {"message.timestamp.type": "CreateTime"}
     smallest = registry.create("u", 1, configs={"max.message.bytes": "1"})
     assert smallest is not None and smallest.max_message_bytes == 1
+
+
+def test_values_are_trimmed_as_java_trims_them() -> None:
+    """Java's String.trim() removes every character up to U+0020 (control characters
+    included) and nothing else: a no-break space is part of the value."""
+    assert validate_topic_configs({"retention.ms": "\x01\t 60000 \x1f"}) == {
+        "retention.ms": "60000"
+    }
+    with pytest.raises(TopicError) as refused:
+        validate_topic_configs({"retention.ms": "\u00a060000"})
+    assert refused.value.error_code == INVALID_CONFIG
+
+
+def test_operations_after_a_delete_are_applied_too() -> None:
+    changed = apply_config_operations(
+        {"retention.ms": "1000"},
+        [("retention.ms", DELETE, None), ("cleanup.policy", SET, "compact")],
+    )
+    assert changed == {"cleanup.policy": "compact"}
