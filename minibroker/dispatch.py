@@ -21,7 +21,7 @@ from typing import Any
 from minibroker import handlers
 from minibroker.faults import (
     PARTITION_APIS,
-    Action,
+    Fault,
     RequestFacts,
     custom_response,
     error_response,
@@ -205,7 +205,7 @@ class Dispatcher:
         return topic.name if topic is not None else None
 
     def _faulted(
-        self, decoded: Decoded, action: Action, client_host: str, stepped: bool
+        self, decoded: Decoded, action: Fault, client_host: str, stepped: bool
     ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
@@ -244,7 +244,7 @@ class Dispatcher:
         decoded: Decoded,
         client_host: str,
         stepped: bool,
-        fault: Action | None = None,
+        fault: Fault | None = None,
     ) -> bytes | PendingReply | SteppedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id

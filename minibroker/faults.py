@@ -169,6 +169,12 @@ class Fault:
             return False
         return self.partition is None or partition is None or partition == self.partition
 
+    def partition_error(self, topic: str, partition: int | None) -> ErrorCode | None:
+        """The error this rule gives a partition (or topic) of a request it acts on."""
+        if self.error is None or not self.covers(topic, partition):
+            return None
+        return ErrorCode(self.error)
+
     def wait_hits(self, count: int, timeout: float = 10.0) -> int:
         """Block until the rule has matched `count` requests; its hits. TimeoutError if
         that does not happen within `timeout` seconds."""
@@ -187,25 +193,6 @@ class Fault:
     def remove(self) -> None:
         if self._owner is not None:
             self._owner.remove(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """What the dispatcher does with one request."""
-
-    fault: Fault
-    error: int | None = None
-    delay: float = 0.0
-    drop: bool = False
-    close: bool = False
-    lose_response: bool = False
-    respond: Callable[[Any], Mapping[str, Any]] | None = None
-
-    def partition_error(self, topic: str, partition: int | None) -> ErrorCode | None:
-        """The error a matching partition (or topic) of the request gets, if any."""
-        if self.error is None or not self.fault.covers(topic, partition):
-            return None
-        return ErrorCode(self.error)
 
 
 class Faults:
@@ -301,9 +288,9 @@ class Faults:
         with self._changed:
             self.rules.clear()
 
-    def match(self, facts: RequestFacts) -> Action | None:
-        """Count the request against every rule; the action of the first that acts."""
-        chosen: Action | None = None
+    def match(self, facts: RequestFacts) -> Fault | None:
+        """Count the request against every rule; the first that acts on it."""
+        chosen: Fault | None = None
         matched = False
         with self._changed:
             for rule in self.rules:
@@ -318,15 +305,7 @@ class Faults:
                 )
                 if acts and chosen is None:
                     rule.acted += 1
-                    chosen = Action(
-                        rule,
-                        rule.error,
-                        rule.delay,
-                        rule.drop,
-                        rule.close,
-                        rule.lose_response,
-                        rule.respond,
-                    )
+                    chosen = rule
             if matched:
                 self._changed.notify_all()
         return chosen

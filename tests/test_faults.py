@@ -5,7 +5,6 @@ counting (times, after, hits, observe-only)."""
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import socket
 import threading
 import time
@@ -26,6 +25,7 @@ from minibroker.protocol.messages import (
     response_module,
 )
 from minibroker.testing.plugin import TopicFactory
+from tests.handlers.test_fetch_limits import Want, fetch
 from tests.rawclient import RawClient, make
 
 PRODUCE, FETCH, METADATA, HEARTBEAT, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 3, 12, 10, 16
@@ -152,41 +152,7 @@ def test_an_error_on_one_partition_leaves_the_others_served(
     kafka_faults.add("Fetch", topic=topic, partition=1, error=NOT_LEADER_OR_FOLLOWER)
     kafka_faults.add("ListOffsets", topic=topic, partition=1, error=LEADER_NOT_AVAILABLE)
     with RawClient(kafka_broker.bootstrap_servers) as client:
-        answer = client.call(
-            FETCH,
-            12,
-            replica_id=-1,
-            max_wait=datetime.timedelta(0),
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(
-                make(
-                    FETCH,
-                    12,
-                    "FetchTopic",
-                    topic=topic,
-                    partitions=tuple(
-                        make(
-                            FETCH,
-                            12,
-                            "FetchPartition",
-                            partition=p,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                        for p in (0, 1)
-                    ),
-                ),
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
+        answer = fetch(client, 12, [Want(0), Want(1)], topic=topic)
     partitions = {p.partition_index: p for p in answer.responses[0].partitions}
     assert partitions[0].error_code.value == 0 and partitions[0].high_watermark == 2
     assert partitions[0].records

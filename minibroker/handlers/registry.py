@@ -9,7 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.faults import Action
+from minibroker.faults import Fault
 from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState
 
@@ -21,7 +21,7 @@ class RequestContext:
     header: RequestHeader
     client_host: str = ""
     # A fault rule acting on this request (faults.py), or None.
-    fault: Action | None = None
+    fault: Fault | None = None
 
     def injected_error(self, topic: str, partition: int | None) -> ErrorCode | None:
         """The error a fault rule gives this partition (or topic, for None), if any."""

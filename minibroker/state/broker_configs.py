@@ -46,7 +46,7 @@ from minibroker.state.topics import (
     TOPIC_CONFIG_TYPES,
     TopicError,
     check_config_value,
-    list_items,
+    list_changed,
     quoted,
 )
 
@@ -370,13 +370,8 @@ class BrokerConfigs:
                     if operation == APPEND
                     else f"Config value subtract is not allowed for config key: {name}",
                 )
-            items = list_items(result.get(name) or KAFKA_BROKER_DEFAULTS.get(name) or "")
-            given = list_items(value)
-            if operation == APPEND:
-                items += [item for item in dict.fromkeys(given) if item not in items]
-            else:
-                items = [item for item in items if item not in given]
-            result[name] = ",".join(items)
+            current = result.get(name) or KAFKA_BROKER_DEFAULTS.get(name) or ""
+            result[name] = list_changed(current, operation, value)
         return self.replace(
             resource_name, result, node_id=node_id, nodes=nodes, validate_only=validate_only
         )

@@ -382,14 +382,20 @@ def apply_config_operations(
                 f"cannot {_OPERATION_NAMES[operation]} to {quoted(name)}: it is not a list "
                 f"config (only {', '.join(sorted(LIST_TOPIC_CONFIGS))} are)",
             )
-        items = list_items(result.get(name, TOPIC_CONFIG_DEFAULTS[name]))
-        given = list_items(value)
-        if operation == APPEND:
-            items += [item for item in dict.fromkeys(given) if item not in items]
-        else:
-            items = [item for item in items if item not in given]
-        result[name] = ",".join(items)
+        result[name] = list_changed(result.get(name, TOPIC_CONFIG_DEFAULTS[name]), operation, value)
     return result
+
+
+def list_changed(current: str, operation: int, value: str) -> str:
+    """A list config's value after APPEND (the items not there yet, in order) or SUBTRACT
+    (every item given) of `value`'s items."""
+    items = list_items(current)
+    given = list_items(value)
+    if operation == APPEND:
+        items += [item for item in dict.fromkeys(given) if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    return ",".join(items)
 
 
 class TopicRegistry:

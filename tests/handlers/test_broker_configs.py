@@ -32,6 +32,7 @@ from tests.handlers.test_alter_configs import (
     incremental,
     produce,
 )
+from tests.handlers.test_topic_configs import describe as describe_configs
 from tests.rawclient import RawClient, make
 
 CREATE_TOPICS = 19
@@ -43,24 +44,7 @@ Synonyms = list[tuple[str, str | None, int]]
 
 def describe(client: RawClient, resource_type: int, name: str) -> dict[str, Any]:
     """DescribeConfigs v4 with synonyms: config name -> entry."""
-    resource = make(
-        DESCRIBE_CONFIGS,
-        4,
-        "DescribeConfigsResource",
-        resource_type=resource_type,
-        resource_name=name,
-        configuration_keys=None,
-    )
-    response = client.call(
-        DESCRIBE_CONFIGS,
-        4,
-        resources=(resource,),
-        include_synonyms=True,
-        include_documentation=False,
-    )
-    (result,) = response.results
-    assert result.error_code.value == NONE, result.error_message
-    return {c.name: c for c in result.configs}
+    return describe_configs(client, resource_type, name, synonyms=True)
 
 
 def shown(entry: Any) -> tuple[str | None, int, Synonyms]:
