@@ -1229,9 +1229,14 @@ public final class ClientScenarios {
             int node = nodeId(admin);
             ConfigResource brokerResource = new ConfigResource(ConfigResource.Type.BROKER, String.valueOf(node));
             Config brokerConfig = await(admin.describeConfigs(List.of(brokerResource)).all()).get(brokerResource);
+            // A setting at Kafka's default is reported as the default; one away from it
+            // (minibroker's 0 ms initial rebalance delay, Kafka's 3000) as a static setting.
             ConfigEntry partitions = brokerConfig.get("num.partitions");
             check(partitions != null, "no num.partitions in the broker's configs");
-            checkEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, partitions.source(), "source of num.partitions");
+            checkEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, partitions.source(), "source of num.partitions");
+            ConfigEntry delay = brokerConfig.get("group.initial.rebalance.delay.ms");
+            check(delay != null, "no group.initial.rebalance.delay.ms in the broker's configs");
+            checkEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, delay.source(), "source of group.initial.rebalance.delay.ms");
             Map<String, Object> brokerValues = new TreeMap<>();
             brokerConfig.entries().forEach(entry -> brokerValues.put(entry.name(), entry.value()));
             expectFailure(UnknownTopicOrPartitionException.class,
