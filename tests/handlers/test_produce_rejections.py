@@ -22,6 +22,7 @@ from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
+from tests.record_bytes import zigzag_varint
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 VERSION = 9
@@ -313,20 +314,9 @@ def checked() -> SansIOBroker:
     return broker
 
 
-def varint(value: int) -> bytes:
-    """A zigzag varint, as record fields are written."""
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def record(body: bytes) -> bytes:
     """A record: its length, then `body` (attributes onwards)."""
-    return varint(len(body)) + body
+    return zigzag_varint(len(body)) + body
 
 
 def framed(payload: bytes, *, attributes: int = 0, count: int = 1) -> bytes:
@@ -343,7 +333,7 @@ def framed(payload: bytes, *, attributes: int = 0, count: int = 1) -> bytes:
 
 
 # attributes 0, timestamp delta 0, offset delta 0: how each record below starts
-RECORD_START = b"\x00" + varint(0) + varint(0)
+RECORD_START = b"\x00" + zigzag_varint(0) + zigzag_varint(0)
 GZIP, SNAPPY = 1, 2
 
 
@@ -383,24 +373,33 @@ UNDECODABLE = {
         framed(
             record(
                 RECORD_START
-                + varint(-1)  # key: null
-                + varint(1)
+                + zigzag_varint(-1)  # key: null
+                + zigzag_varint(1)
                 + b"v"
-                + varint(1)  # one header
-                + varint(1)
+                + zigzag_varint(1)  # one header
+                + zigzag_varint(1)
                 + b"\xff"
-                + varint(1)
+                + zigzag_varint(1)
                 + b"x"
             )
         ),
         "record header name is not UTF-8",
     ),
     "key-longer-than-its-record": (
-        framed(record(RECORD_START + varint(50) + b"abc")),
+        framed(record(RECORD_START + zigzag_varint(50) + b"abc")),
         "truncated record field",
     ),
     "timestamp-delta-varint-too-long": (
-        framed(record(b"\x00" + b"\xff" * 10 + b"\x01" + varint(0) + varint(-1) + varint(-1))),
+        framed(
+            record(
+                b"\x00"
+                + b"\xff" * 10
+                + b"\x01"
+                + zigzag_varint(0)
+                + zigzag_varint(-1)
+                + zigzag_varint(-1)
+            )
+        ),
         "varint too long",
     ),
     "payload-ends-inside-a-length-varint": (
@@ -408,17 +407,30 @@ UNDECODABLE = {
         "truncated varint",
     ),
     "record-length-past-the-payload": (
-        framed(varint(63) + RECORD_START + varint(-1) + varint(1) + b"v" + varint(0)),
+        framed(
+            zigzag_varint(63)
+            + RECORD_START
+            + zigzag_varint(-1)
+            + zigzag_varint(1)
+            + b"v"
+            + zigzag_varint(0)
+        ),
         "record length 63 does not fit the batch",
     ),
-    "record-length-0": (framed(varint(0) + bytes(6)), "record length 0 does not fit the batch"),
-    "record-length-1": (framed(varint(1) + bytes(6)), "truncated varint"),  # attributes only
+    "record-length-0": (
+        framed(zigzag_varint(0) + bytes(6)),
+        "record length 0 does not fit the batch",
+    ),
+    "record-length-1": (framed(zigzag_varint(1) + bytes(6)), "truncated varint"),  # attributes only
     "record-length-negative": (
-        framed(varint(-1) + bytes(6)),
+        framed(zigzag_varint(-1) + bytes(6)),
         "record length -1 does not fit the batch",
     ),
     "compression-codec-5": (
-        framed(record(RECORD_START + varint(-1) + varint(1) + b"v" + varint(0)), attributes=5),
+        framed(
+            record(RECORD_START + zigzag_varint(-1) + zigzag_varint(1) + b"v" + zigzag_varint(0)),
+            attributes=5,
+        ),
         "cannot decode batches with compression codec 5",
     ),
     "gzip-payload-not-gzip": (
@@ -427,17 +439,19 @@ UNDECODABLE = {
     ),
     "gzip-payload-expands-past-the-limit": (
         framed(
-            gzip.compress(record(RECORD_START + varint(-1) + varint(10_000) + bytes(10_001))),
+            gzip.compress(
+                record(RECORD_START + zigzag_varint(-1) + zigzag_varint(10_000) + bytes(10_001))
+            ),
             attributes=GZIP,
         ),
         f"gzip payload expands beyond {LIMIT} bytes",
     ),
     "compressed-record-longer-than-the-limit": (
-        framed(gzip.compress(varint(LIMIT + 1) + bytes(6)), attributes=GZIP),
+        framed(gzip.compress(zigzag_varint(LIMIT + 1) + bytes(6)), attributes=GZIP),
         f"a record of {LIMIT + 1} bytes is over the {LIMIT}-byte limit",
     ),
     "compressed-record-of-the-limit-past-the-payload": (
-        framed(gzip.compress(varint(LIMIT) + bytes(6)), attributes=GZIP),
+        framed(gzip.compress(zigzag_varint(LIMIT) + bytes(6)), attributes=GZIP),
         f"record length {LIMIT} does not fit the batch",
     ),
     "snappy-preamble-past-the-limit": (

@@ -21,6 +21,7 @@ from minibroker.protocol import records
 from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
 from minibroker.testing.plugin import TopicFactory
 from tests.rawclient import RawClient, make
+from tests.record_bytes import zigzag_varint
 
 PRODUCE, CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 0, 19, 32, 44
 NONE, INVALID_TIMESTAMP, INVALID_CONFIG = 0, 32, 40
@@ -450,19 +451,6 @@ def test_broker_resources_report_its_settings_with_kafka_types_and_sources(
 # --- Produce: message.timestamp.before.max.ms / after.max.ms -----------------------------
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = zigzag & 0x7F
-        zigzag >>= 7
-        if zigzag:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def batch_at(timestamps: Sequence[int]) -> bytes:
     """An uncompressed batch of one record per timestamp (the header's base timestamp is
     the first record's and its max timestamp the largest, as producers write them)."""
@@ -471,14 +459,14 @@ def batch_at(timestamps: Sequence[int]) -> bytes:
     for delta, timestamp in enumerate(timestamps):
         record = (
             b"\x00"
-            + _varint(timestamp - base)
-            + _varint(delta)
-            + _varint(-1)
-            + _varint(5)
+            + zigzag_varint(timestamp - base)
+            + zigzag_varint(delta)
+            + zigzag_varint(-1)
+            + zigzag_varint(5)
             + b"value"
-            + _varint(0)
+            + zigzag_varint(0)
         )
-        body += _varint(len(record)) + record
+        body += zigzag_varint(len(record)) + record
     count = len(timestamps)
     after_crc = (
         struct.pack(">hiqqqhii", 0, count - 1, base, max(timestamps), -1, -1, -1, count) + body

@@ -46,6 +46,7 @@ from minibroker.protocol.records import (
 from minibroker.state.cluster import ClusterState, Node
 from minibroker.state.log import PartitionLog
 from tests.rawclient import encode, make, make_request
+from tests.record_bytes import zigzag_varint
 
 optional_bytes = st.none() | st.binary(max_size=64)
 record_lists = st.lists(st.tuples(optional_bytes, optional_bytes), min_size=1, max_size=20)
@@ -55,20 +56,16 @@ MiB = 1 << 20
 XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 
 
-def _varint(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def _record_head(value_size: int, offset_delta: int = 0) -> bytes:
     """A record up to its value; value_size + 1 zero bytes complete it (zero headers)."""
-    body = b"\x00" + _varint(0) + _varint(offset_delta) + _varint(-1) + _varint(value_size)
-    return _varint(len(body) + value_size + 1) + body
+    body = (
+        b"\x00"
+        + zigzag_varint(0)
+        + zigzag_varint(offset_delta)
+        + zigzag_varint(-1)
+        + zigzag_varint(value_size)
+    )
+    return zigzag_varint(len(body) + value_size + 1) + body
 
 
 def _zeros(count: int) -> Iterator[bytes]:

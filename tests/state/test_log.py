@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from minibroker.protocol import records
 from minibroker.protocol.records import build_batch, iter_records, read_header, split_batches
 from minibroker.state.log import PartitionLog
+from tests.record_bytes import zigzag_varint
 
 
 def _append(log: PartitionLog, count: int, timestamp: int = 1000, value: bytes = b"v") -> int:
@@ -154,22 +155,19 @@ def test_offset_for_timestamp_matches_a_linear_scan(timestamps: list[int], targe
     assert log.offset_for_timestamp(target) == expected
 
 
-def _varint(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def _batch_with_timestamp_deltas(base_timestamp: int, deltas: list[int]) -> bytes:
     payload = bytearray()
     for index, delta in enumerate(deltas):
-        record = b"\x00" + _varint(delta) + _varint(index) + _varint(-1) + _varint(1) + b"v"
-        record += _varint(0)
-        payload += _varint(len(record)) + record
+        record = (
+            b"\x00"
+            + zigzag_varint(delta)
+            + zigzag_varint(index)
+            + zigzag_varint(-1)
+            + zigzag_varint(1)
+            + b"v"
+        )
+        record += zigzag_varint(0)
+        payload += zigzag_varint(len(record)) + record
     head = bytearray(build_batch([(None, b"v")] * len(deltas), timestamp_ms=base_timestamp))
     del head[records.HEADER_SIZE :]
     struct.pack_into(">q", head, 35, base_timestamp + max(deltas))
@@ -242,9 +240,9 @@ def _bomb(max_timestamp: int) -> bytes:
     """A zstd batch of one record whose 16 MiB value is zeros, CRC valid."""
     head = bytearray(build_batch([(None, b"")], timestamp_ms=1000)[: records.HEADER_SIZE])
     size = 16 << 20
-    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(size)
+    body = b"\x00" + zigzag_varint(0) + zigzag_varint(0) + zigzag_varint(-1) + zigzag_varint(size)
     compressor = zstandard.ZstdCompressor(level=1).compressobj()
-    payload = compressor.compress(_varint(len(body) + size + 1) + body)
+    payload = compressor.compress(zigzag_varint(len(body) + size + 1) + body)
     for _ in range(16):
         payload += compressor.compress(bytes(1 << 20))
     payload += compressor.compress(b"\x00") + compressor.flush()
