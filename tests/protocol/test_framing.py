@@ -21,7 +21,9 @@ from minibroker.protocol.framing import (
 BODIES = [b"", b"a", b"hello kafka", bytes(range(256)) * 3]
 
 
-def _feed_receiver(receiver: FrameReceiver, stream: bytes, step: int) -> list[bytes]:
+def _feed_receiver(
+    receiver: FrameReceiver, stream: bytes, step: int, *, release: bool = False
+) -> list[bytes]:
     frames: list[bytes] = []
     position = 0
     while position < len(stream):
@@ -29,6 +31,8 @@ def _feed_receiver(receiver: FrameReceiver, stream: bytes, step: int) -> list[by
         assert len(target) > 0, "no room offered: the frame could never complete"
         chunk = stream[position : position + min(step, len(target))]
         target[: len(chunk)] = chunk
+        if release:
+            target.release()
         frames.extend(bytes(f) for f in receiver.received(len(chunk)))
         position += len(chunk)
     return frames
@@ -158,17 +162,7 @@ def test_receiver_cuts_small_and_large_frames_at_any_read_size(step: int) -> Non
 def _feed_like_asyncio(receiver: FrameReceiver, stream: bytes, step: int) -> list[bytes]:
     """As asyncio's BufferedProtocol does: the view from buffer() is released before
     received(), so a large frame's own buffer can grow in place."""
-    frames: list[bytes] = []
-    position = 0
-    while position < len(stream):
-        target = receiver.buffer()
-        assert len(target) > 0, "no room offered: the frame could never complete"
-        chunk = stream[position : position + min(step, len(target))]
-        target[: len(chunk)] = chunk
-        target.release()
-        frames.extend(bytes(f) for f in receiver.received(len(chunk)))
-        position += len(chunk)
-    return frames
+    return _feed_receiver(receiver, stream, step, release=True)
 
 
 @pytest.mark.parametrize("step", [1000, 4000, 8192])
