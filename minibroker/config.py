@@ -87,6 +87,16 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = _setting(
         1_800_000, "largest session timeout a member may ask for"
     )
+    transaction_max_timeout_ms: int = _setting(
+        900_000,
+        "largest transaction.timeout.ms a transactional producer may ask for "
+        "(transaction.max.timeout.ms)",
+    )
+    transactional_id_expiration_ms: int = _setting(
+        604_800_000,
+        "a transactional id with nothing open is forgotten after this long idle "
+        "(transactional.id.expiration.ms)",
+    )
 
     record_requests: bool = _setting(
         False,
@@ -132,6 +142,8 @@ class BrokerConfig:
             "group.initial.rebalance.delay.ms": str(self.group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(self.group_min_session_timeout_ms),
             "group.max.session.timeout.ms": str(self.group_max_session_timeout_ms),
+            "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
+            "transactional.id.expiration.ms": str(self.transactional_id_expiration_ms),
             "default.replication.factor": "1",
             "log.message.timestamp.type": "CreateTime",
         }
@@ -157,6 +169,8 @@ LEAST_VALUES: Mapping[str, float] = {
     "group_initial_rebalance_delay_ms": 0,
     "group_min_session_timeout_ms": 0,
     "group_max_session_timeout_ms": 0,
+    "transaction_max_timeout_ms": 1,
+    "transactional_id_expiration_ms": 1,
 }
 
 

@@ -223,7 +223,11 @@ class GroupTimer:
     async def _run(self) -> None:
         clock = self.cluster.clock
         while True:
-            deadline = self.cluster.groups.next_deadline()
+            deadlines = (
+                self.cluster.groups.next_deadline(),
+                self.cluster.transactions.next_deadline(),
+            )
+            deadline = min((d for d in deadlines if d is not None), default=None)
             wait = GROUP_TIMER_IDLE if deadline is None else deadline - clock.monotonic()
             if wait > 0:
                 # A group request may move the deadlines, so wake on those too.
@@ -233,6 +237,10 @@ class GroupTimer:
                 self.cluster.groups.tick(clock.monotonic())
             except Exception:
                 log.exception("group coordinator tick failed")
+            try:
+                self.cluster.transactions.tick(clock.monotonic())
+            except Exception:
+                log.exception("transaction coordinator tick failed")
             self.cluster.notify_append(GROUP_EVENTS)
             await asyncio.sleep(0)
 

@@ -235,6 +235,30 @@ class Probe:
         assert joined.error_code == ErrorCode.none
         return joined.member_id, joined.generation_id
 
+    def begin_transaction(self, transactional_id: str) -> tuple[int, int]:
+        """Initialise a transactional id and open a transaction on partition 0 of the
+        probe topic (InitProducerId v1, AddPartitionsToTxn v1); return id and epoch."""
+        init = self.exchange(
+            22,
+            1,
+            transactional_id=transactional_id,
+            transaction_timeout=60_000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        assert init.error_code == ErrorCode.none
+        added = self.exchange(
+            24,
+            1,
+            v3_and_below_transactional_id=transactional_id,
+            v3_and_below_producer_id=init.producer_id,
+            v3_and_below_producer_epoch=init.producer_epoch,
+            v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}],
+        )
+        [topic] = added.results_by_topic_v3_and_below
+        assert [p.partition_error_code for p in topic.results_by_partition] == [ErrorCode.none]
+        return init.producer_id, init.producer_epoch
+
     def join_and_sync(self, group: str) -> tuple[str, int]:
         member_id, generation = self.join(group)
         synced = self.exchange(
@@ -561,6 +585,141 @@ def _probe_init_producer_id(probe: Probe, version: int) -> None:
     assert answer.producer_epoch >= 0
 
 
+def _probe_add_partitions_to_txn(probe: Probe, version: int) -> None:
+    tid = f"probe-add-partitions-v{version}"
+    init = probe.exchange(
+        22, 1, transactional_id=tid, transaction_timeout=60_000, producer_id=-1, producer_epoch=-1
+    )
+    topics = [{"name": TOPIC, "partitions": [0]}]
+    if version < 4:
+        answer = probe.exchange(
+            24,
+            version,
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=init.producer_id,
+            v3_and_below_producer_epoch=init.producer_epoch,
+            v3_and_below_topics=topics,
+        )
+        [topic] = answer.results_by_topic_v3_and_below
+    else:
+        answer = probe.exchange(
+            24,
+            version,
+            transactions=[
+                {
+                    "transactional_id": tid,
+                    "producer_id": init.producer_id,
+                    "producer_epoch": init.producer_epoch,
+                    "verify_only": False,
+                    "topics": topics,
+                }
+            ],
+        )
+        assert answer.error_code == ErrorCode.none
+        [result] = answer.results_by_transaction
+        assert result.transactional_id == tid
+        [topic] = result.topic_results
+    assert topic.name == TOPIC
+    assert [(p.partition_index, p.partition_error_code) for p in topic.results_by_partition] == [
+        (0, ErrorCode.none)
+    ]
+
+
+def _probe_add_offsets_to_txn(probe: Probe, version: int) -> None:
+    tid = f"probe-add-offsets-v{version}"
+    producer_id, epoch = probe.begin_transaction(tid)
+    answer = probe.exchange(
+        25,
+        version,
+        transactional_id=tid,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        group_id=f"probe-txn-group-v{version}",
+    )
+    assert answer.error_code == ErrorCode.none
+
+
+def _probe_end_txn(probe: Probe, version: int) -> None:
+    tid = f"probe-end-v{version}"
+    producer_id, epoch = probe.begin_transaction(tid)
+    answer = probe.exchange(
+        26,
+        version,
+        transactional_id=tid,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        committed=False,
+    )
+    assert answer.error_code == ErrorCode.none
+
+
+def _probe_txn_offset_commit(probe: Probe, version: int) -> None:
+    tid = f"probe-txn-commit-v{version}"
+    group = f"probe-txn-commit-group-v{version}"
+    producer_id, epoch = probe.begin_transaction(tid)
+    added = probe.exchange(
+        25, 1, transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, group_id=group
+    )
+    assert added.error_code == ErrorCode.none
+    answer = probe.exchange(
+        28,
+        version,
+        transactional_id=tid,
+        group_id=group,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": None,
+                    }
+                ],
+            }
+        ],
+    )
+    [topic] = answer.topics
+    assert topic.name == TOPIC
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, ErrorCode.none)]
+
+
+def _probe_describe_transactions(probe: Probe, version: int) -> None:
+    tid = f"probe-describe-txn-v{version}"
+    producer_id, epoch = probe.begin_transaction(tid)
+    answer = probe.exchange(65, version, transactional_ids=[tid])
+    [state] = answer.transaction_states
+    assert (state.error_code, state.transactional_id, state.transaction_state) == (
+        ErrorCode.none,
+        tid,
+        "Ongoing",
+    )
+    assert (state.producer_id, state.producer_epoch) == (producer_id, epoch)
+    assert [(t.topic, t.partitions) for t in state.topics] == [(TOPIC, (0,))]
+
+
+def _probe_list_transactions(probe: Probe, version: int) -> None:
+    tid = f"probe-list-txn-v{version}"
+    producer_id, _ = probe.begin_transaction(tid)
+    answer = probe.exchange(
+        66,
+        version,
+        state_filters=["Ongoing"],
+        producer_id_filters=[producer_id],
+        duration_filter=-1,
+    )
+    assert answer.error_code == ErrorCode.none
+    assert [(t.transactional_id, t.transaction_state) for t in answer.transaction_states] == [
+        (tid, "Ongoing")
+    ]
+
+
 def _probe_describe_configs(probe: Probe, version: int) -> None:
     answer = probe.exchange(
         32,
@@ -748,6 +907,10 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     21: _probe_delete_records,
     22: _probe_init_producer_id,
     23: _probe_offset_for_leader_epoch,
+    24: _probe_add_partitions_to_txn,
+    25: _probe_add_offsets_to_txn,
+    26: _probe_end_txn,
+    28: _probe_txn_offset_commit,
     32: _probe_describe_configs,
     33: _probe_alter_configs,
     35: _probe_describe_log_dirs,
@@ -758,6 +921,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     47: _probe_offset_delete,
     60: _probe_describe_cluster,
     61: _probe_describe_producers,
+    65: _probe_describe_transactions,
+    66: _probe_list_transactions,
     75: _probe_describe_topic_partitions,
 }
 

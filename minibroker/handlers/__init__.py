@@ -1,6 +1,8 @@
 """One module per Kafka API. Importing this package registers them all."""
 
 from minibroker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -14,7 +16,9 @@ from minibroker.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -24,6 +28,7 @@ from minibroker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -31,6 +36,7 @@ from minibroker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from minibroker.handlers.registry import HANDLERS, Pending, RequestContext, lookup
 
@@ -38,6 +44,8 @@ __all__ = [
     "HANDLERS",
     "Pending",
     "RequestContext",
+    "add_offsets_to_txn",
+    "add_partitions_to_txn",
     "alter_configs",
     "api_versions",
     "create_partitions",
@@ -51,7 +59,9 @@ __all__ = [
     "describe_log_dirs",
     "describe_producers",
     "describe_topic_partitions",
+    "describe_transactions",
     "elect_leaders",
+    "end_txn",
     "fetch",
     "find_coordinator",
     "heartbeat",
@@ -61,6 +71,7 @@ __all__ = [
     "leave_group",
     "list_groups",
     "list_offsets",
+    "list_transactions",
     "lookup",
     "metadata",
     "offset_commit",
@@ -69,4 +80,5 @@ __all__ = [
     "offset_for_leader_epoch",
     "produce",
     "sync_group",
+    "txn_offset_commit",
 ]

@@ -66,6 +66,8 @@ _BROKER_TYPES = {
     "group.initial.rebalance.delay.ms": TYPE_INT,
     "group.min.session.timeout.ms": TYPE_INT,
     "group.max.session.timeout.ms": TYPE_INT,
+    "transaction.max.timeout.ms": TYPE_INT,
+    "transactional.id.expiration.ms": TYPE_INT,
     "default.replication.factor": TYPE_INT,
     "log.message.timestamp.type": TYPE_STRING,
 }

@@ -2,10 +2,10 @@
 
 For each partition asked for, the idempotent producers the partition holds state for
 (state/producers.py), by producer id: producer id, epoch, the last sequence and the max
-timestamp of the last batch appended, coordinator epoch -1 and current transaction start
-offset -1 (no transactions). A partition no idempotent producer wrote to has none. As on
-Kafka, topics and partitions are answered in the order asked (repeats included); an
-illegal topic name is INVALID_TOPIC_EXCEPTION and an unknown topic
+timestamp of the last batch appended, coordinator epoch -1 and the first offset of its
+open transaction in the partition (-1 when none is open). A partition no idempotent
+producer wrote to has none. As on Kafka, topics and partitions are answered in the order
+asked (repeats included); an illegal topic name is INVALID_TOPIC_EXCEPTION and an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION, both with a message, for each of its partitions; an unknown
 partition of a known topic is UNKNOWN_TOPIC_OR_PARTITION and a partition led by another
 broker NOT_LEADER_OR_FOLLOWER, both without one.
@@ -46,6 +46,10 @@ def _partition(
     )
 
 
+def _or_none(offset: int | None) -> int:
+    return NO_TXN_START_OFFSET if offset is None else offset
+
+
 def _described(ctx: RequestContext, topic: Topic, index: int) -> Any:
     if not 0 <= index < len(topic.partitions):
         return _partition(ctx, index, ErrorCode.unknown_topic_or_partition)
@@ -60,7 +64,9 @@ def _described(ctx: RequestContext, topic: Topic, index: int) -> Any:
             last_sequence=state.last_sequence,
             last_timestamp=state.last_timestamp,
             coordinator_epoch=NO_COORDINATOR_EPOCH,
-            current_txn_start_offset=NO_TXN_START_OFFSET,
+            current_txn_start_offset=_or_none(
+                partition.log.open_transaction_start(state.producer_id)
+            ),
         )
         for state in partition.producers.active()
     )

@@ -14,9 +14,11 @@ than once is fetched and answered once, as Kafka does (its fetch data is keyed b
 partition: a later entry's offsets replace an earlier one's, in the earlier one's place).
 A waiting fetch is woken only by appends to the partitions it reads.
 A partition answered with an error carries -1 as its high watermark, last stable and log
-start offsets, as Kafka's does. Not done: isolation (no transactions, so the last stable
-offset is the high watermark and a read_committed fetch lists no aborted transactions),
-preferred read replicas, diverging epochs.
+start offsets, as Kafka's does. A read_committed fetch (isolation level 1) reads only below
+the last stable offset (the first offset of the oldest open transaction) and lists the
+aborted transactions its records touch, so the client drops their records; a
+read_uncommitted one reads up to the high watermark and has no list.
+Not done: preferred read replicas, diverging epochs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE, millis
 from minibroker.handlers.registry import Pending, RequestContext, api
 from minibroker.protocol.fetch_response import (
+    AbortedTransaction,
     PartitionAnswer,
     RecordPieces,
     suffix_size,
@@ -91,6 +94,7 @@ def _distinct(ctx: RequestContext, request: Any) -> Wanted:
 def _can_answer(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> bool:
     """Whether min_bytes are available or a partition has an error: the cheap test a
     waiting fetch repeats when a partition it reads changes, before any response is built."""
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     available = 0
     for fetch_topic, wanted_partitions in wanted_topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
@@ -98,7 +102,8 @@ def _can_answer(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> boo
             log, code = _locate(ctx, topic, missing_code, wanted)
             if code != ErrorCode.none or log is None:
                 return True
-            available += min(log.bytes_from(wanted.fetch_offset), wanted.partition_max_bytes)
+            end = log.last_stable_offset if committed else None
+            available += min(log.bytes_from(wanted.fetch_offset, end), wanted.partition_max_bytes)
             if available >= request.min_bytes:
                 return True
     return bool(available >= request.min_bytes)
@@ -116,6 +121,18 @@ def _logs(ctx: RequestContext, wanted_topics: Wanted) -> tuple[Hashable, ...]:
     return tuple(logs)
 
 
+def _aborted(log: PartitionLog, offset: int, size: int) -> tuple[AbortedTransaction, ...]:
+    """The aborted transactions a read_committed read of `size` bytes from `offset`
+    touches (none when it read nothing)."""
+    if not size or not log.aborted:
+        return ()
+    upper = log.offset_after_read(offset, size)
+    return tuple(
+        AbortedTransaction(t.producer_id, t.first_offset)
+        for t in log.aborted_between(offset, upper)
+    )
+
+
 def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> SplicedResponse:
     """Build the response from what is stored now (its topics written straight to bytes,
     protocol/fetch_response.py)."""
@@ -123,9 +140,7 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
     if request.max_bytes > 0:
         budget = min(budget, request.max_bytes)
     first = True
-    # read_committed fetches list the aborted transactions in range (none, here);
-    # read_uncommitted ones have no list at all.
-    no_aborted = () if getattr(request, "isolation_level", 0) == READ_COMMITTED else None
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     pieces: list[bytes | memoryview] = []
     for fetch_topic, wanted_partitions in wanted_topics:
         topic, missing_code = _topic_of(ctx, fetch_topic)
@@ -139,22 +154,27 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
                 )
                 continue
             data = NO_RECORDS
+            stable = log.last_stable_offset
             if budget > 0:
                 limit = min(wanted.partition_max_bytes, budget)
                 data = RecordPieces(
-                    *log.read_pieces(wanted.fetch_offset, limit, allow_oversized_first=first)
+                    *log.read_pieces(
+                        wanted.fetch_offset,
+                        limit,
+                        allow_oversized_first=first,
+                        end_offset=stable if committed else None,
+                    )
                 )
                 first = first and not data.size
                 budget -= data.size
-            high_watermark = log.high_watermark
             partitions.append(
                 PartitionAnswer(
                     wanted.partition,
                     ErrorCode.none,
-                    high_watermark,
-                    high_watermark,
+                    log.high_watermark,
+                    stable,
                     log.log_start_offset,
-                    no_aborted,
+                    _aborted(log, wanted.fetch_offset, data.size) if committed else None,
                     -1,
                     data,
                 )

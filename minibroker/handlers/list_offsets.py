@@ -12,7 +12,9 @@ A partition named more than once in a request is not looked up: as Kafka does
 INVALID_REQUEST with offset and timestamp -1. A null topics or partitions array (kio
 reads one even where the schema forbids it; Kafka rejects such a request as malformed)
 is answered as an empty one.
-Not done: isolation levels differ only with transactions, which are not served.
+Isolation (v2+): a read_committed query sees offsets below the last stable offset only, a
+read_uncommitted one below the high watermark: latest is that bound, and a record found
+at or past it (by time, or the largest timestamp) is not found (-1), as on Kafka.
 """
 
 from __future__ import annotations
@@ -31,24 +33,31 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 
 
-def _lookup(log: PartitionLog, timestamp: int, limit: int) -> tuple[int, int]:
+def _lookup(log: PartitionLog, timestamp: int, limit: int, committed: bool) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets query; (-1, -1) when nothing matches."""
+    fetchable = log.last_stable_offset if committed else log.high_watermark
     if timestamp == LATEST:
-        return log.high_watermark, -1
+        return fetchable, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
-        return log.max_timestamp(max_decompressed_bytes=limit) or (-1, -1)
-    return log.offset_for_timestamp(timestamp, max_decompressed_bytes=limit) or (-1, -1)
+        found = log.max_timestamp(max_decompressed_bytes=limit)
+    else:
+        found = log.offset_for_timestamp(timestamp, max_decompressed_bytes=limit)
+    if found is None or found[0] >= fetchable:
+        return -1, -1
+    return found
 
 
 @api(2, "ListOffsets", 0, 10)
 def handle(ctx: RequestContext, request: Any) -> Any:
     limit = ctx.cluster.config.max_decompressed_batch_bytes
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     wanted_topics = request.topics or ()
     named = Counter(
         (wanted_topic.name, wanted.partition_index)
@@ -67,7 +76,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 partition, code = led_partition(ctx, topic, wanted.partition_index)
                 if partition is not None:
-                    offset, timestamp = _lookup(partition.log, wanted.timestamp, limit)
+                    offset, timestamp = _lookup(partition.log, wanted.timestamp, limit, committed)
             partitions.append(
                 ctx.make(
                     "ListOffsetsPartitionResponse",

@@ -2,7 +2,9 @@
 
 v1-7 ask for one group, v8+ for a batch of groups. A null topic list (v2+) returns every
 committed offset of the group. Partitions without a commit report offset -1.
-Not done: require_stable (no transactions, so nothing is ever pending).
+With require_stable (v7+), a partition whose transactional commit (TxnOffsetCommit) still
+waits for its transaction's end is UNSTABLE_OFFSET_COMMIT with offset -1, as Kafka
+answers; the client asks again.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
 
 
-def _topics(ctx: RequestContext, group_id: str, wanted: Any, batched: bool) -> tuple[int, Any]:
+def _topics(
+    ctx: RequestContext, group_id: str, wanted: Any, batched: bool, require_stable: bool
+) -> tuple[int, Any]:
     if not is_coordinator(ctx, group_id):
         return rules.NOT_COORDINATOR, ()
     indexes_field = "partition_indexes"
@@ -28,7 +32,11 @@ def _topics(ctx: RequestContext, group_id: str, wanted: Any, batched: bool) -> t
     )
     committed = ctx.cluster.groups.committed(group_id, keys)
     by_topic: dict[str, list[Any]] = {}
+    groups = ctx.cluster.groups
     for (topic, partition), stored in committed.items():
+        code = ErrorCode.none
+        if require_stable and groups.has_pending(group_id, (topic, partition)):
+            code, stored = ErrorCode.unstable_offset_commit, None
         by_topic.setdefault(topic, []).append(
             ctx.make(
                 "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition",
@@ -36,7 +44,7 @@ def _topics(ctx: RequestContext, group_id: str, wanted: Any, batched: bool) -> t
                 committed_offset=stored.offset if stored else -1,
                 committed_leader_epoch=stored.leader_epoch if stored else -1,
                 metadata=(stored.metadata if stored else "") or "",
-                error_code=ErrorCode.none,
+                error_code=code,
             )
         )
     topics = tuple(
@@ -52,10 +60,13 @@ def _topics(ctx: RequestContext, group_id: str, wanted: Any, batched: bool) -> t
 
 @api(9, "OffsetFetch", 0, 9)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    require_stable = bool(getattr(request, "require_stable", False))
     if hasattr(request, "groups"):
         groups = []
         for wanted in request.groups:
-            code, topics = _topics(ctx, wanted.group_id, wanted.topics, batched=True)
+            code, topics = _topics(
+                ctx, wanted.group_id, wanted.topics, batched=True, require_stable=require_stable
+            )
             groups.append(
                 ctx.make(
                     "OffsetFetchResponseGroup",
@@ -65,7 +76,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         return ctx.response(throttle_time=NO_THROTTLE, groups=tuple(groups))
-    code, topics = _topics(ctx, request.group_id, request.topics, batched=False)
+    code, topics = _topics(
+        ctx, request.group_id, request.topics, batched=False, require_stable=require_stable
+    )
     if code != rules.NONE and ctx.version < 2 and request.topics:
         # v1 has no top-level error code: the group's error goes on every partition asked for.
         topics = tuple(

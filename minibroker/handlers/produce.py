@@ -7,7 +7,9 @@ message.timestamp.before.max.ms or .after.max.ms (or the deprecated
 .difference.max.ms) has each record's timestamp checked against the cluster's clock:
 INVALID_TIMESTAMP, with the offending records in record_errors (v8+). acks 0 gets no
 response at all; acks 1 and all are the same here (there are no followers).
-Not done: transactional batches (rejected: transactions are not served yet).
+A transactional batch must belong to its producer's open transaction holding the
+partition (state/transaction_rules.py: Produce); control batches come from the
+transaction coordinator only (a client's is INVALID_RECORD).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from minibroker.protocol.produce_response import (
     suffix_size,
     write_topic,
 )
+from minibroker.state import transaction_rules as txn_rules
 from minibroker.state.producers import SequenceError
 from minibroker.state.topics import Topic, quoted
 
@@ -95,6 +98,28 @@ def _check_timestamps(ctx: RequestContext, batch: bytes, before_ms: int, after_m
         )
 
 
+def _check_transaction(
+    ctx: RequestContext, header: records.BatchHeader, topic: str, index: int
+) -> None:
+    """A transactional batch belongs to its producer's open transaction, which must hold
+    the partition (AddPartitionsToTxn first), at the transaction's epoch."""
+    code = ctx.cluster.transactions.check_produce(
+        header.producer_id, header.producer_epoch, (topic, index)
+    )
+    if code == txn_rules.INVALID_PRODUCER_EPOCH:
+        raise _Rejected(
+            error(code),
+            f"producer {header.producer_id} epoch {header.producer_epoch} is fenced by a "
+            "newer epoch of its transactional id",
+        )
+    if code != txn_rules.NONE:
+        raise _Rejected(
+            error(code),
+            f"{topic}-{index} is not in an open transaction of producer {header.producer_id} "
+            f"epoch {header.producer_epoch}",
+        )
+
+
 def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> tuple[int, int]:
     """Validate and append one partition's batch; return (base offset, log append time)."""
     if index < 0 or index >= len(topic.partitions):
@@ -140,8 +165,10 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
             ErrorCode.message_too_large,
             f"batch of {len(batch)} bytes exceeds max.message.bytes {topic.max_message_bytes}",
         )
-    if header.is_transactional or header.is_control:
-        raise _Rejected(ErrorCode.invalid_txn_state, "transactions are not served yet")
+    if header.is_control:
+        raise _Rejected(ErrorCode.invalid_record, "clients may not write control records")
+    if header.is_transactional:
+        _check_transaction(ctx, header, topic.name, index)
     bounds = topic.timestamp_bounds()
     if bounds is not None:
         _check_timestamps(ctx, batch, *bounds)

@@ -487,6 +487,7 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
     headers: Sequence[tuple[str, bytes]] = (),
+    attributes: int = 0,
 ) -> bytes:
     """Encode an uncompressed batch of (key, value) records sharing one timestamp."""
     body = bytearray()
@@ -512,7 +513,7 @@ def build_batch(
     after_crc = (
         struct.pack(
             ">hiqqqhii",
-            0,
+            attributes,
             len(records) - 1,
             timestamp_ms,
             timestamp_ms,
@@ -525,3 +526,25 @@ def build_batch(
     )
     batch_length = 4 + 1 + 4 + len(after_crc)
     return struct.pack(">qiibI", base_offset, batch_length, -1, 2, crc32c(after_crc)) + after_crc
+
+
+# Control records (markers): key = version 0 and type, value = version 0 and the
+# coordinator epoch (Kafka's ControlRecordType and EndTransactionMarker).
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def control_batch(
+    producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
+) -> bytes:
+    """The batch of one commit or abort marker ending a producer's transaction."""
+    key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    return build_batch(
+        [(key, _MARKER_VALUE.pack(0, coordinator_epoch))],
+        timestamp_ms=now_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+    )

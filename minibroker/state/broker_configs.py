@@ -130,6 +130,8 @@ KAFKA_BROKER_DEFAULTS: Mapping[str, str | None] = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
     "default.replication.factor": "1",
     **{
         broker_name: TOPIC_CONFIG_DEFAULTS[topic_name] if factor == 1 else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from minibroker.config import BrokerConfig
@@ -12,6 +12,7 @@ from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.topics import TopicRegistry
+from minibroker.state.transactions import TransactionCoordinator
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
@@ -46,6 +47,9 @@ class ClusterState:
         # Groups moved to another coordinator than their offsets partition's leader.
         self.coordinator_overrides: dict[str, int] = {}
         self.groups = GroupCoordinator(self.config, self._partition_exists)
+        self.transactions = TransactionCoordinator(
+            self.config, self.producer_ids, self._write_markers, self.clock.wall_ms
+        )
         # Called with what changed (a PartitionLog after an append, GROUP_EVENTS after a
         # group change) so that the requests waiting on it can re-check; the asyncio layer
         # subscribes here.
@@ -80,6 +84,32 @@ class ClusterState:
         """`key` changed: new data in a partition log, or a group (the default)."""
         for callback in self.on_append:
             callback(key)
+
+    def _write_markers(
+        self,
+        partitions: Iterable[tuple[str, int]],
+        groups: Iterable[str],
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+    ) -> None:
+        """End a producer's transaction: a marker in each of its partitions (a deleted
+        topic's are skipped), its groups' pending offsets committed or dropped."""
+        now_ms = self.clock.wall_ms()
+        for topic_name, index in partitions:
+            topic = self.topics.get(topic_name)
+            if topic is None or index >= len(topic.partitions):
+                continue
+            partition = topic.partitions[index]
+            partition.log.append_marker(
+                producer_id, epoch, commit=commit, coordinator_epoch=0, now_ms=now_ms
+            )
+            partition.producers.marker_written(producer_id, epoch, now_ms)
+            self.notify_append(partition.log)
+        now = self.clock.monotonic()
+        for group_id in groups:
+            self.groups.transaction_ended(now, group_id, producer_id, commit)
+        self.notify_append()
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         found = self.topics.get(topic)

@@ -146,6 +146,8 @@ class Group:
     rebalance_deadline: float | None = None
     initial_delay_deadline: float | None = None
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # Transactional commits (TxnOffsetCommit) by producer id, until its transaction ends.
+    pending_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     # When the group was created or last became Empty, and whether it ever had members:
     # together they decide when an Empty group's offsets expire (see group_rules).
     empty_since: float = 0.0
@@ -943,6 +945,65 @@ class GroupCoordinator:
             # expiry, which a commit can only move later (re-armed lazily).
             self._arm_expiry(group)
         return results
+
+    def commit_transactional(
+        self,
+        now: float,
+        *,
+        group_id: str,
+        producer_id: int,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: keep the offsets pending for the producer's transaction
+        (transaction_rules); error code per partition."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self._create_group(now, group_id)
+        code = rules.NONE
+        static_owner = group.static_members.get(group_instance_id or "", member_id)
+        if group_instance_id is not None and static_owner != member_id:
+            code = rules.FENCED_INSTANCE_ID
+        elif member_id != UNKNOWN_MEMBER and member_id not in group.members:
+            code = rules.UNKNOWN_MEMBER_ID
+        elif generation >= 0 and generation != group.generation:
+            code = rules.ILLEGAL_GENERATION
+        if code != rules.NONE:
+            return {(t, p): code for t, p, *_ in offsets}
+        pending = group.pending_offsets.setdefault(producer_id, {})
+        results: dict[tuple[str, int], int] = {}
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            if not self._partition_exists(topic, partition):
+                results[(topic, partition)] = rules.UNKNOWN_TOPIC_OR_PARTITION
+            elif metadata is not None and len(metadata.encode()) > MAX_METADATA_BYTES:
+                results[(topic, partition)] = rules.OFFSET_METADATA_TOO_LARGE
+            else:
+                pending[(topic, partition)] = CommittedOffset(
+                    offset, leader_epoch, metadata, committed_at=now
+                )
+                results[(topic, partition)] = rules.NONE
+        return results
+
+    def transaction_ended(self, now: float, group_id: str, producer_id: int, commit: bool) -> None:
+        """The producer's transaction marker reached the group: its pending offsets become
+        the committed ones (commit) or are dropped (abort)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        pending = group.pending_offsets.pop(producer_id, {})
+        if commit:
+            for key, stored in pending.items():
+                stored.committed_at = now
+                group.offsets[key] = stored
+            if group.state is GroupState.EMPTY:
+                self._arm_expiry(group)
+
+    def has_pending(self, group_id: str, key: tuple[str, int]) -> bool:
+        """Whether a transactional commit for the partition awaits its transaction's end."""
+        group = self.groups.get(group_id)
+        return group is not None and any(key in p for p in group.pending_offsets.values())
 
     def committed(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -8,6 +8,13 @@ one copy a fetch makes anyway. Two parallel arrays index the batches:
 their base offsets (to find the batch holding an offset) and the running maximum of
 their max timestamps (monotonic, so a timestamp lookup is a bisection, like Kafka's
 time index).
+
+Transactions: a transactional batch opens its producer's transaction in the partition (at
+its base offset) unless one is open; a control batch (a commit or abort marker) closes it.
+The last stable offset (LSO) is the first offset of the oldest open transaction, or the
+high watermark when none is open: read_committed readers read below it. Each aborted
+transaction is kept as (producer id, first offset, marker offset), Kafka's transaction
+index, for read_committed fetches to list.
 """
 
 from __future__ import annotations
@@ -28,6 +35,13 @@ LEADER_EPOCH = 0
 
 
 @dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's offset
+
+
+@dataclass(frozen=True, slots=True)
 class AppendResult:
     base_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
@@ -43,10 +57,42 @@ class PartitionLog:
         self.log_start_offset = 0
         self.next_offset = 0  # log end offset; with no followers also the high watermark
         self.size_bytes = 0
+        self._open_transactions: dict[int, int] = {}  # producer id -> first offset
+        self.aborted: list[AbortedTransaction] = []  # by marker offset
 
     @property
     def high_watermark(self) -> int:
         return self.next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        if not self._open_transactions:
+            return self.next_offset
+        return min(self._open_transactions.values())
+
+    def open_transaction_start(self, producer_id: int) -> int | None:
+        """First offset of the producer's open transaction here, or None."""
+        return self._open_transactions.get(producer_id)
+
+    def append_marker(
+        self, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> int:
+        """Append a commit or abort marker for the producer's transaction; its offset."""
+        batch = records.control_batch(
+            producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch, now_ms=now_ms
+        )
+        offset = self.append(records.read_header(batch), batch).base_offset
+        first = self._open_transactions.pop(producer_id, None)
+        if first is not None and not commit:
+            self.aborted.append(AbortedTransaction(producer_id, first, offset))
+        return offset
+
+    def aborted_between(self, first: int, upper: int) -> list[AbortedTransaction]:
+        """Aborted transactions a read of offsets [first, upper) touches (Kafka's
+        collectAbortedTxns: marker at or after `first`, begun before `upper`)."""
+        aborted = self.aborted
+        start = bisect.bisect_left(aborted, first, key=lambda t: t.last_offset)
+        return [t for t in aborted[start:] if t.first_offset < upper]
 
     @property
     def batch_count(self) -> int:
@@ -70,6 +116,8 @@ class PartitionLog:
         self._batch_timestamps.append(max_timestamp)
         self._positions.append(self.size_bytes)
         self._max_timestamps.append(max(previous_max, max_timestamp))
+        if header.is_transactional and not header.is_control:
+            self._open_transactions.setdefault(header.producer_id, base_offset)
         self.next_offset = base_offset + header.last_offset_delta + 1
         self.size_bytes += len(stored)
         return AppendResult(base_offset=base_offset, log_append_time=append_time)
@@ -86,6 +134,7 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
+        self.aborted = [t for t in self.aborted if t.last_offset >= offset]
         keep_from = self._batch_index(offset) if offset < self.next_offset else len(self._batches)
         if keep_from == 0:
             return offset
@@ -100,11 +149,16 @@ class PartitionLog:
         self.size_bytes -= removed
         return offset
 
-    def bytes_from(self, offset: int) -> int:
-        """Stored bytes a read at `offset` could return (its batch and all after it)."""
-        if offset >= self.next_offset or not self._batches:
+    def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
+        """Stored bytes a read at `offset` could return (its batch and all after it, up to
+        the batch holding `end_offset` when given)."""
+        end = self.next_offset if end_offset is None else end_offset
+        if offset >= end or not self._batches:
             return 0
-        return self.size_bytes - self._positions[self._batch_index(offset)]
+        first = self._positions[self._batch_index(offset)]
+        if end >= self.next_offset:
+            return self.size_bytes - first
+        return self._positions[bisect.bisect_left(self._base_offsets, end)] - first
 
     def _batch_index(self, offset: int) -> int:
         """Index of the batch that holds `offset` (or the first one after it)."""
@@ -121,11 +175,18 @@ class PartitionLog:
         return b"".join(pieces)
 
     def read_pieces(
-        self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        allow_oversized_first: bool = True,
+        end_offset: int | None = None,
     ) -> tuple[list[bytes | memoryview], int]:
         """What `read` returns, as pieces (views of the stored batches) and their total
-        size: a Fetch answer copies them once, into its frame."""
-        if offset >= self.next_offset or not self._batches:
+        size: a Fetch answer copies them once, into its frame. With `end_offset` (the last
+        stable offset of a read_committed fetch), only batches before it."""
+        end = self.next_offset if end_offset is None else end_offset
+        if offset >= end or not self._batches:
             return [], 0
         index = self._batch_index(offset)
         pieces: list[bytes | memoryview] = []
@@ -135,6 +196,8 @@ class PartitionLog:
         length_of = records.LOG_OVERHEAD
         base_offsets = self._base_offsets
         for position in range(index, len(self._batches)):
+            if base_offsets[position] >= end:
+                break
             batch = self._batches[position]
             if total + len(batch) > max_bytes and (pieces or not allow_oversized_first):
                 break
@@ -144,6 +207,14 @@ class PartitionLog:
             if total >= max_bytes:
                 break
         return pieces, total
+
+    def offset_after_read(self, offset: int, size: int) -> int:
+        """The first offset after a read of `size` bytes from `offset` (read_pieces)."""
+        if not size:
+            return offset
+        end_position = self._positions[self._batch_index(offset)] + size
+        index = bisect.bisect_left(self._positions, end_position)
+        return self._base_offsets[index] if index < len(self._batches) else self.next_offset
 
     def _stored(self, index: int) -> bytes:
         """Batch `index` as stored: its base offset and leader epoch in the header (off the

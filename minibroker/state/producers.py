@@ -8,6 +8,8 @@ Rules follow Kafka's ProducerStateManager:
   with the offset it got the first time and not written again;
 - any other sequence but last + 1 is OUT_OF_ORDER_SEQUENCE_NUMBER.
 Sequences wrap from 2**31 - 1 to 0.
+A transaction marker written at a newer epoch (the coordinator fenced the producer) moves
+the producer to that epoch here too, so its older epoch is refused from then on.
 """
 
 from __future__ import annotations
@@ -124,6 +126,14 @@ class PartitionProducers:
         )
         entry.last_timestamp = header.max_timestamp
 
+    def marker_written(self, producer_id: int, epoch: int, timestamp: int) -> None:
+        """A commit or abort marker of the producer was appended at `epoch`."""
+        entry = self._entries.get(producer_id)
+        if entry is None or epoch != entry.epoch:
+            entry = _ProducerEntry(epoch=epoch)
+            self._entries[producer_id] = entry
+        entry.last_timestamp = timestamp
+
 
 class ProducerIdAllocator:
     """Hands out producer ids and epochs (InitProducerId)."""
@@ -148,16 +158,3 @@ class ProducerIdAllocator:
             return self.allocate()
         self._epochs[producer_id] = current + 1
         return producer_id, current + 1
-
-    def for_transactional_id(self, transactional_id: str) -> tuple[int, int]:
-        """Same id, next epoch, for each initialisation of a transactional id (fencing)."""
-        producer_id = self._transactional.get(transactional_id)
-        if producer_id is None:
-            producer_id, epoch = self.allocate()
-            self._transactional[transactional_id] = producer_id
-            return producer_id, epoch
-        bumped = self.bump(producer_id, self._epochs[producer_id])
-        assert bumped is not None
-        if bumped[0] != producer_id:
-            self._transactional[transactional_id] = bumped[0]
-        return bumped

@@ -233,13 +233,21 @@ def test_max_message_bytes_is_inclusive(broker: SansIOBroker) -> None:
     )
 
 
-@pytest.mark.parametrize("attributes", [0x10, 0x20, 0x30], ids=["txn", "control", "both"])
-def test_transactional_and_control_batches_are_refused(
-    broker: SansIOBroker, attributes: int
-) -> None:
+@pytest.mark.parametrize("attributes", [0x20, 0x30], ids=["control", "control-txn"])
+def test_control_batches_from_clients_are_refused(broker: SansIOBroker, attributes: int) -> None:
+    """Markers are the transaction coordinator's to write, as on Kafka."""
     data = batch([b"a"], attributes=attributes, producer_id=7, producer_epoch=0, base_sequence=0)
     answer = produce(broker, "orders", data)
-    assert answer == refused(INVALID_TXN_STATE, "transactions are not served yet")
+    assert answer == refused(INVALID_RECORD, "clients may not write control records")
+    assert stored(broker, "orders") == []
+
+
+def test_a_transactional_batch_outside_a_transaction_is_refused(broker: SansIOBroker) -> None:
+    data = batch([b"a"], attributes=0x10, producer_id=7, producer_epoch=0, base_sequence=0)
+    answer = produce(broker, "orders", data)
+    assert answer == refused(
+        INVALID_TXN_STATE, "orders-0 is not in an open transaction of producer 7 epoch 0"
+    )
     assert stored(broker, "orders") == []
 
 

@@ -187,15 +187,6 @@ def test_allocator_moves_to_a_new_id_when_the_epoch_is_exhausted() -> None:
     assert new_pid != pid and new_epoch == 0
 
 
-def test_transactional_id_keeps_its_id_and_bumps_the_epoch() -> None:
-    allocator = ProducerIdAllocator()
-    first = allocator.for_transactional_id("tx")
-    second = allocator.for_transactional_id("tx")
-    other = allocator.for_transactional_id("other")
-    assert second == (first[0], first[1] + 1)
-    assert other[0] != first[0]
-
-
 def test_refusals_name_the_producer_epoch_and_sequence() -> None:
     """The Produce handler passes these messages on to the client."""
     p = Partition()
@@ -209,14 +200,3 @@ def test_refusals_name_the_producer_epoch_and_sequence() -> None:
     with pytest.raises(SequenceError) as gap:
         p.send(7, epoch=3)
     assert "sequence 7" in str(gap.value) and "expected 1" in str(gap.value)
-
-
-def test_a_transactional_id_moves_to_a_new_producer_id_when_its_epoch_runs_out() -> None:
-    allocator = ProducerIdAllocator()
-    pid, epoch = allocator.for_transactional_id("tx")
-    while epoch < 32766:
-        again, epoch = allocator.for_transactional_id("tx")
-        assert again == pid
-    new_pid, new_epoch = allocator.for_transactional_id("tx")
-    assert new_pid != pid and new_epoch == 0
-    assert allocator.for_transactional_id("tx") == (new_pid, 1), "the new id is kept"

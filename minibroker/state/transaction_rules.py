@@ -1,0 +1,125 @@
+"""Transactions' states and the rules between them (Kafka's TransactionCoordinator, with the
+transaction protocol clients use when the broker advertises no transaction.version feature).
+
+States (Kafka's TransactionState):
+    Empty              a transactional id with a producer id and epoch and nothing open.
+    Ongoing            partitions or a group's offsets were added: a transaction is open
+                       since its first addition, and runs until EndTxn or its timeout.
+    PrepareCommit      EndTxn(commit) accepted; the commit markers are being written.
+    PrepareAbort       EndTxn(abort), a timeout or a fence; the abort markers are being
+                       written.
+    CompleteCommit     every marker written: the records are visible to read_committed
+                       readers and the offsets committed.
+    CompleteAbort      every marker written: the records are skipped by read_committed
+                       readers and the offsets dropped.
+    PrepareEpochFence  an open transaction is being fenced (a new InitProducerId for its
+                       id, or its timeout): the epoch is bumped, then it aborts.
+    Dead               the id expired (transactional.id.expiration.ms idle, not open):
+                       it is forgotten.
+Markers are written at once here, so the Prepare states pass within one request.
+
+Transitions (Kafka's TransactionState.validPreviousStates, turned around):
+    Empty          -> Empty (InitProducerId: next epoch), Ongoing, Dead
+    Ongoing        -> Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence
+    PrepareCommit  -> CompleteCommit
+    PrepareAbort   -> CompleteAbort
+    CompleteCommit -> Empty (InitProducerId), Ongoing, Dead
+    CompleteAbort  -> Empty (InitProducerId), Ongoing, Dead
+    PrepareEpochFence -> PrepareAbort
+
+Request rules (each checks in this order; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before
+the version that introduced it: InitProducerId v4, AddPartitionsToTxn, AddOffsetsToTxn and
+EndTxn v2):
+    InitProducerId  timeout <= 0 or above transaction.max.timeout.ms:
+                    INVALID_TRANSACTION_TIMEOUT. An unknown id gets a new producer id at
+                    epoch 0. A producer id and epoch in the request (v3+, KIP-360) that are
+                    not the id's current ones: PRODUCER_FENCED. Ongoing: the transaction is
+                    fenced and aborted (epoch + 1) and the answer is CONCURRENT_TRANSACTIONS
+                    (the client retries and gets epoch + 2). Prepare states:
+                    CONCURRENT_TRANSACTIONS. Otherwise the epoch goes up by one (a new
+                    producer id at epoch 0 once the epoch reaches 32766), Empty.
+    AddPartitionsToTxn, AddOffsetsToTxn
+                    unknown id, or another producer id: INVALID_PRODUCER_ID_MAPPING;
+                    another epoch: PRODUCER_FENCED; a Prepare state:
+                    CONCURRENT_TRANSACTIONS; otherwise added, Ongoing (the transaction's
+                    start time is the first addition's). AddPartitionsToTxn checks the
+                    partitions first: an unknown one is UNKNOWN_TOPIC_OR_PARTITION and the
+                    others OPERATION_NOT_ATTEMPTED. v4+ (brokers' batched form) with
+                    verify_only adds nothing: a partition not in the open transaction is
+                    INVALID_TXN_STATE.
+    EndTxn          unknown id or producer id: INVALID_PRODUCER_ID_MAPPING; another epoch:
+                    PRODUCER_FENCED; Ongoing: markers written, Complete*. A retry of the
+                    outcome already reached (CompleteCommit and commit, CompleteAbort and
+                    abort) is NONE; the other outcome, and Empty, INVALID_TXN_STATE.
+    Produce         a transactional batch to a partition not in its producer's open
+                    transaction is INVALID_TXN_STATE (Kafka 3.6+ verifies this); an epoch
+                    older than the transaction's is INVALID_PRODUCER_EPOCH.
+    TxnOffsetCommit offsets wait in the group as pending for the producer id; the commit
+                    marker makes them the group's committed offsets, the abort marker drops
+                    them. Member checks as Kafka's: a member id the group does not have
+                    UNKNOWN_MEMBER_ID, a generation that is not the group's
+                    ILLEGAL_GENERATION (v3+).
+    Timeout         an Ongoing transaction older than its transaction.timeout.ms is fenced
+                    and aborted by the coordinator (PrepareEpochFence -> PrepareAbort ->
+                    CompleteAbort); the producer's next request is fenced. Time is the
+                    broker clock's, so a test moving it sees the abort at once.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class TxnState(enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+
+ALLOWED_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD}),
+    TxnState.ONGOING: frozenset(
+        {
+            TxnState.ONGOING,
+            TxnState.PREPARE_COMMIT,
+            TxnState.PREPARE_ABORT,
+            TxnState.PREPARE_EPOCH_FENCE,
+        }
+    ),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset(),
+}
+
+PREPARING = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+COMPLETE = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+# Error codes of the transaction protocol (Kafka's Errors.java).
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_COORDINATOR = 16
+INVALID_REQUEST = 42
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+
+# The largest epoch a producer id is bumped to before it is replaced (Short.MAX_VALUE - 1).
+MAX_EPOCH = 32766

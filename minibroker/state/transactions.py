@@ -1,0 +1,277 @@
+"""The transaction coordinator: transactional ids, their producer ids and epochs, and the
+transactions they open and end (the rules: transaction_rules.py).
+
+Sans-IO: every call takes `now` (the broker clock's monotonic seconds). Ending a
+transaction hands its partitions and groups to a MarkerWriter, which appends the commit or
+abort markers to the partition logs and completes the groups' pending offsets before the
+call returns. `next_deadline()` and `tick(now)` drive the timeouts, as for groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from minibroker.config import BrokerConfig
+from minibroker.state import transaction_rules as rules
+from minibroker.state.producers import ProducerIdAllocator
+from minibroker.state.transaction_rules import TxnState
+
+NO_PRODUCER_ID = -1
+NO_EPOCH = -1
+
+TopicPartition = tuple[str, int]
+
+
+class MarkerWriter(Protocol):
+    def __call__(
+        self,
+        partitions: Iterable[TopicPartition],
+        groups: Iterable[str],
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class Transaction:
+    """One transactional id's state (Kafka's TransactionMetadata)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    started_at: float = 0.0  # monotonic, when the open transaction began
+    start_wall_ms: int = -1  # the same, as wall time (DescribeTransactions)
+    updated_at: float = 0.0  # monotonic, last change (id expiry)
+
+    def transition(self, target: TxnState) -> None:
+        if target not in rules.ALLOWED_TRANSITIONS[self.state]:
+            raise rules.IllegalTransition(
+                f"transaction {self.transactional_id}: {self.state.value} -> {target.value}"
+            )
+        self.state = target
+
+    @property
+    def deadline(self) -> float | None:
+        """When an open transaction times out, or None."""
+        if self.state is not TxnState.ONGOING:
+            return None
+        return self.started_at + self.timeout_ms / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    error: int
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_EPOCH
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        producer_ids: ProducerIdAllocator,
+        write_markers: MarkerWriter,
+        wall_ms: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self._producer_ids = producer_ids
+        self._write_markers = write_markers
+        self._wall_ms = wall_ms
+        self.transactions: dict[str, Transaction] = {}
+        self._by_producer: dict[int, Transaction] = {}
+
+    # --- InitProducerId ---
+
+    def init_producer_id(
+        self,
+        now: float,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        epoch: int = NO_EPOCH,
+    ) -> InitResult:
+        if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitResult(rules.INVALID_TRANSACTION_TIMEOUT)
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            new_id, new_epoch = self._producer_ids.allocate()
+            txn = Transaction(transactional_id, new_id, new_epoch, timeout_ms, updated_at=now)
+            self.transactions[transactional_id] = txn
+            self._by_producer[new_id] = txn
+            return InitResult(rules.NONE, new_id, new_epoch)
+        if producer_id != NO_PRODUCER_ID and (producer_id, epoch) != (txn.producer_id, txn.epoch):
+            return InitResult(rules.PRODUCER_FENCED)
+        if txn.state in rules.PREPARING or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            return InitResult(rules.CONCURRENT_TRANSACTIONS)
+        if txn.state is TxnState.ONGOING:
+            # The open transaction is fenced and aborted; the client retries.
+            self._fence_and_abort(now, txn)
+            return InitResult(rules.CONCURRENT_TRANSACTIONS)
+        self._bump_epoch(txn)
+        txn.timeout_ms = timeout_ms
+        txn.transition(TxnState.EMPTY)
+        txn.partitions.clear()
+        txn.groups.clear()
+        txn.updated_at = now
+        return InitResult(rules.NONE, txn.producer_id, txn.epoch)
+
+    def _bump_epoch(self, txn: Transaction) -> None:
+        if txn.epoch >= rules.MAX_EPOCH:
+            del self._by_producer[txn.producer_id]
+            txn.producer_id, txn.epoch = self._producer_ids.allocate()
+            self._by_producer[txn.producer_id] = txn
+        else:
+            txn.epoch += 1
+
+    def _fence_and_abort(self, now: float, txn: Transaction) -> None:
+        txn.transition(TxnState.PREPARE_EPOCH_FENCE)
+        # The markers carry the fenced epoch, so the partitions refuse the old one from now.
+        self._bump_epoch(txn)
+        txn.transition(TxnState.PREPARE_ABORT)
+        self._complete(now, txn, commit=False)
+
+    def _complete(self, now: float, txn: Transaction, *, commit: bool) -> None:
+        self._write_markers(
+            sorted(txn.partitions), sorted(txn.groups), txn.producer_id, txn.epoch, commit
+        )
+        txn.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        txn.partitions.clear()
+        txn.groups.clear()
+        txn.updated_at = now
+
+    # --- AddPartitionsToTxn / AddOffsetsToTxn ---
+
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> int:
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return rules.INVALID_PRODUCER_ID_MAPPING
+        if txn.epoch != epoch:
+            return rules.PRODUCER_FENCED
+        if txn.state in rules.PREPARING or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            return rules.CONCURRENT_TRANSACTIONS
+        return rules.NONE
+
+    def _begin(self, now: float, txn: Transaction) -> None:
+        if txn.state is not TxnState.ONGOING:
+            txn.transition(TxnState.ONGOING)
+            txn.started_at = now
+            txn.start_wall_ms = self._wall_ms()
+        txn.updated_at = now
+
+    def add_partitions(
+        self,
+        now: float,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> int:
+        code = self._check_producer(transactional_id, producer_id, epoch)
+        if code != rules.NONE:
+            return code
+        txn = self.transactions[transactional_id]
+        self._begin(now, txn)
+        txn.partitions.update(partitions)
+        return rules.NONE
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """AddPartitionsToTxn v4+ verify_only: which partitions the open transaction holds."""
+        code = self._check_producer(transactional_id, producer_id, epoch)
+        if code != rules.NONE:
+            return dict.fromkeys(partitions, code)
+        txn = self.transactions[transactional_id]
+        return {
+            partition: rules.NONE
+            if txn.state is TxnState.ONGOING and partition in txn.partitions
+            else rules.INVALID_TXN_STATE
+            for partition in partitions
+        }
+
+    def add_offsets(
+        self, now: float, transactional_id: str, producer_id: int, epoch: int, group_id: str
+    ) -> int:
+        code = self._check_producer(transactional_id, producer_id, epoch)
+        if code != rules.NONE:
+            return code
+        txn = self.transactions[transactional_id]
+        self._begin(now, txn)
+        txn.groups.add(group_id)
+        return rules.NONE
+
+    # --- EndTxn ---
+
+    def end(
+        self, now: float, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> int:
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return rules.INVALID_PRODUCER_ID_MAPPING
+        if txn.epoch != epoch:
+            return rules.PRODUCER_FENCED
+        if txn.state is TxnState.ONGOING:
+            txn.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+            self._complete(now, txn, commit=commit)
+            return rules.NONE
+        if txn.state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            return rules.NONE  # a retry of the outcome already reached
+        if txn.state in rules.PREPARING or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            return rules.CONCURRENT_TRANSACTIONS
+        return rules.INVALID_TXN_STATE
+
+    # --- the partitions' view (Produce) ---
+
+    def check_produce(self, producer_id: int, epoch: int, partition: TopicPartition) -> int:
+        """Whether a transactional batch may be appended to `partition`."""
+        txn = self._by_producer.get(producer_id)
+        if txn is None:
+            return rules.INVALID_TXN_STATE
+        if epoch < txn.epoch:
+            return rules.INVALID_PRODUCER_EPOCH
+        if epoch != txn.epoch or txn.state is not TxnState.ONGOING:
+            return rules.INVALID_TXN_STATE
+        if partition not in txn.partitions:
+            return rules.INVALID_TXN_STATE
+        return rules.NONE
+
+    # --- timeouts and expiry ---
+
+    def next_deadline(self) -> float | None:
+        """The earliest time `tick` has something to do, or None (a scan: few ids are open
+        at once in a test)."""
+        expiry = self.config.transactional_id_expiration_ms / 1000
+        deadlines = [
+            txn.deadline if txn.state is TxnState.ONGOING else txn.updated_at + expiry
+            for txn in self.transactions.values()
+        ]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def tick(self, now: float) -> None:
+        """Abort the transactions past their timeout; forget ids idle past their expiry."""
+        expiry = self.config.transactional_id_expiration_ms / 1000
+        for txn in list(self.transactions.values()):
+            deadline = txn.deadline
+            if deadline is not None and deadline <= now:
+                self._fence_and_abort(now, txn)
+            elif (
+                txn.state is TxnState.EMPTY or txn.state in rules.COMPLETE
+            ) and txn.updated_at + expiry <= now:
+                txn.transition(TxnState.DEAD)
+                del self.transactions[txn.transactional_id]
+                self._by_producer.pop(txn.producer_id, None)
+
+    # --- administration ---
+
+    def describe(self, transactional_id: str) -> Transaction | None:
+        return self.transactions.get(transactional_id)
+
+    def ongoing_partitions(self) -> set[TopicPartition]:
+        return {p for txn in self.transactions.values() for p in txn.partitions}
