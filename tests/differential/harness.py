@@ -39,6 +39,7 @@ VOLATILE = frozenset(
         "member_id",
         "leader",
         "producer_id",
+        "v3_and_below_producer_id",
         "topic_id",
         "log_append_time",
         "error_message",
@@ -107,9 +108,11 @@ def normalise(value: Any) -> Any:
 
 
 # Retriable errors a broker answers while it settles (a new topic's leader, the group or
-# transaction coordinator loading): Kafka does, minibroker (ready at once) does not. The
-# client asks again, and the answer it settles on is the one compared.
-SETTLING = frozenset({5, 6, 14, 15, 16})
+# transaction coordinator loading, a transaction's markers still being written:
+# CONCURRENT_TRANSACTIONS): Kafka does, minibroker (ready at once, markers written before
+# EndTxn is answered) does not. The client asks again, and the answer it settles on is the
+# one compared.
+SETTLING = frozenset({5, 6, 14, 15, 16, 51})
 # A topic Kafka created a moment ago is unknown to its metadata until it propagates; the
 # same Metadata request asked again then finds it. Only a later answer replaces it.
 REPLACEABLE = {"Metadata": SETTLING | {3}}

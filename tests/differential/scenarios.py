@@ -12,7 +12,14 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -186,9 +193,70 @@ def admin_calls(bootstrap: str) -> None:
         client.delete_topics(["diff-never-was"])["diff-never-was"].result(TIMEOUT)
 
 
+def read_all(consumer: Consumer, topic: str, partitions: int) -> list[bytes | None]:
+    """Every record a consumer delivers from the start of each partition to its end."""
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[bytes | None] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + TIMEOUT
+    while len(at_end) < partitions and time.monotonic() < deadline:
+        message = consumer.poll(0.1)
+        if message is None:
+            continue
+        if message.error() is None:
+            got.append(message.value())
+        elif message.error().code() == KafkaError._PARTITION_EOF:
+            at_end.add(message.partition())
+    assert len(at_end) == partitions, f"reached the end of {len(at_end)} of {partitions}"
+    return got
+
+
+def transactions(bootstrap: str) -> None:
+    """A committed and an aborted transaction with a group's offsets, read back with
+    read_committed and read_uncommitted; offsets under read_committed while one is open."""
+    create(bootstrap, "diff-txn", 2)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "diff-txn-producer", **QUIET}
+    )
+    producer.init_transactions(TIMEOUT)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": "diff-txn-group", **QUIET})
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("diff-txn", value=f"committed-{i}".encode(), partition=i % 2)
+    producer.send_offsets_to_transaction(
+        [TopicPartition("diff-txn", 0, 5)], group.consumer_group_metadata(), TIMEOUT
+    )
+    producer.commit_transaction(TIMEOUT)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("diff-txn", value=f"aborted-{i}".encode(), partition=i % 2)
+    producer.flush(TIMEOUT)
+    reader_settings = {"bootstrap.servers": bootstrap, "group.id": "diff-txn-reader", **QUIET}
+    committed_reader = Consumer(
+        reader_settings | {"isolation.level": "read_committed", "enable.partition.eof": True}
+    )
+    # While the second transaction is open, the latest offset under read_committed is its
+    # first (five committed records and the commit marker before it).
+    stable = committed_reader.offsets_for_times(
+        [TopicPartition("diff-txn", 0, OFFSET_END)], timeout=TIMEOUT
+    )
+    assert stable[0].offset == 6
+    producer.abort_transaction(TIMEOUT)
+    committed = read_all(committed_reader, "diff-txn", 2)
+    assert sorted(committed) == sorted(f"committed-{i}".encode() for i in range(10))
+    uncommitted_reader = Consumer(
+        reader_settings | {"isolation.level": "read_uncommitted", "enable.partition.eof": True}
+    )
+    assert len(read_all(uncommitted_reader, "diff-txn", 2)) == 14
+    assert [tp.offset for tp in group.committed([TopicPartition("diff-txn", 0)], TIMEOUT)] == [5]
+    for consumer in (committed_reader, uncommitted_reader, group):
+        consumer.close()
+
+
 SCENARIOS: dict[str, Callable[[str], None]] = {
     "produce_every_codec": produce_every_codec,
     "fetch_and_list_offsets": fetch_and_list_offsets,
     "group_of_two": group_of_two,
     "admin_calls": admin_calls,
+    "transactions": transactions,
 }

@@ -110,6 +110,8 @@ MUST_COMPARE = {
     "group_of_two": {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch"},
     "admin_calls": {"CreateTopics", "DescribeConfigs", "CreatePartitions", "DeleteRecords"}
     | {"DeleteTopics", "ListGroups"},
+    "transactions": {"InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"}
+    | {"TxnOffsetCommit", "Fetch", "OffsetFetch"},
 }
 
 
