@@ -315,6 +315,23 @@ class Cluster(RunsInThread):
             lambda: {g.group_id: g.state.value for g in self.state.groups.groups.values()}
         )
 
+    def transaction_states(self) -> dict[str, str]:
+        """Transactional id -> state name (Empty, Ongoing, CompleteCommit, ...)."""
+        return self._on_loop(
+            lambda: {
+                tid: txn.state.value for tid, txn in self.state.transactions.transactions.items()
+            }
+        )
+
+    def last_stable_offsets(self, topic: str) -> dict[int, int]:
+        """Partition -> last stable offset (what read_committed consumers read up to)."""
+
+        def read() -> dict[int, int]:
+            found = self.state.topics.get(topic)
+            return {p.index: p.log.last_stable_offset for p in found.partitions} if found else {}
+
+        return self._on_loop(read)
+
     def group_members(self, group_id: str) -> dict[str, bytes]:
         """Member id -> current assignment bytes, for a group."""
 

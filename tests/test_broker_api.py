@@ -386,3 +386,22 @@ def test_cli_on_ipv6_prints_an_address_clients_accept() -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
+
+
+def test_transaction_states_and_last_stable_offsets_show_an_open_transaction() -> None:
+    with Broker() as broker:
+        broker.create_topic("ledger", partitions=2)
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "ledger-writer"}
+        )
+        producer.init_transactions(10)
+        assert broker.transaction_states() == {"ledger-writer": "Empty"}
+        producer.begin_transaction()
+        producer.produce("ledger", value=b"pending", partition=1)
+        assert producer.flush(10) == 0
+        assert broker.transaction_states() == {"ledger-writer": "Ongoing"}
+        assert broker.end_offsets("ledger") == {0: 0, 1: 1}
+        assert broker.last_stable_offsets("ledger") == {0: 0, 1: 0}
+        producer.commit_transaction(10)
+        assert broker.transaction_states() == {"ledger-writer": "CompleteCommit"}
+        assert broker.end_offsets("ledger") == broker.last_stable_offsets("ledger") == {0: 0, 1: 2}
