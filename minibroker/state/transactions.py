@@ -4,11 +4,15 @@ transactions they open and end (the rules: transaction_rules.py).
 Sans-IO: every call takes `now` (the broker clock's monotonic seconds). Ending a
 transaction hands its partitions and groups to a MarkerWriter, which appends the commit or
 abort markers to the partition logs and completes the groups' pending offsets before the
-call returns. `next_deadline()` and `tick(now)` drive the timeouts, as for groups.
+call returns. `next_deadline()` and `tick(now)` drive the timeouts, as for groups: each
+transactional id's next deadline (its open transaction's timeout, or its expiry while
+nothing is open) is pushed on a heap whenever it changes, and entries that no longer match
+are dropped when they reach the top, so neither call scans every id.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -86,6 +90,19 @@ class TransactionCoordinator:
         self._wall_ms = wall_ms
         self.transactions: dict[str, Transaction] = {}
         self._by_producer: dict[int, Transaction] = {}
+        self._deadlines: list[tuple[float, str]] = []  # (deadline, transactional id)
+
+    def _deadline_of(self, txn: Transaction) -> float | None:
+        if txn.state is TxnState.ONGOING:
+            return txn.deadline
+        if txn.state is TxnState.EMPTY or txn.state in rules.COMPLETE:
+            return txn.updated_at + self.config.transactional_id_expiration_ms / 1000
+        return None
+
+    def _schedule(self, txn: Transaction) -> None:
+        deadline = self._deadline_of(txn)
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, txn.transactional_id))
 
     # --- InitProducerId ---
 
@@ -105,6 +122,7 @@ class TransactionCoordinator:
             txn = Transaction(transactional_id, new_id, new_epoch, timeout_ms, updated_at=now)
             self.transactions[transactional_id] = txn
             self._by_producer[new_id] = txn
+            self._schedule(txn)
             return InitResult(rules.NONE, new_id, new_epoch)
         if producer_id != NO_PRODUCER_ID and (producer_id, epoch) != (txn.producer_id, txn.epoch):
             return InitResult(rules.PRODUCER_FENCED)
@@ -120,6 +138,7 @@ class TransactionCoordinator:
         txn.partitions.clear()
         txn.groups.clear()
         txn.updated_at = now
+        self._schedule(txn)
         return InitResult(rules.NONE, txn.producer_id, txn.epoch)
 
     def _bump_epoch(self, txn: Transaction) -> None:
@@ -145,6 +164,7 @@ class TransactionCoordinator:
         txn.partitions.clear()
         txn.groups.clear()
         txn.updated_at = now
+        self._schedule(txn)
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn ---
 
@@ -163,6 +183,7 @@ class TransactionCoordinator:
             txn.transition(TxnState.ONGOING)
             txn.started_at = now
             txn.start_wall_ms = self._wall_ms()
+            self._schedule(txn)
         txn.updated_at = now
 
     def add_partitions(
@@ -245,27 +266,29 @@ class TransactionCoordinator:
     # --- timeouts and expiry ---
 
     def next_deadline(self) -> float | None:
-        """The earliest time `tick` has something to do, or None (a scan: few ids are open
-        at once in a test)."""
-        expiry = self.config.transactional_id_expiration_ms / 1000
-        deadlines = [
-            txn.deadline if txn.state is TxnState.ONGOING else txn.updated_at + expiry
-            for txn in self.transactions.values()
-        ]
-        return min((d for d in deadlines if d is not None), default=None)
+        """The earliest time `tick` has something to do, or None."""
+        heap = self._deadlines
+        while heap:
+            deadline, transactional_id = heap[0]
+            txn = self.transactions.get(transactional_id)
+            if txn is not None and self._deadline_of(txn) == deadline:
+                return deadline
+            heapq.heappop(heap)  # stale: the id moved on or is gone
+        return None
 
     def tick(self, now: float) -> None:
         """Abort the transactions past their timeout; forget ids idle past their expiry."""
-        expiry = self.config.transactional_id_expiration_ms / 1000
-        for txn in list(self.transactions.values()):
-            deadline = txn.deadline
-            if deadline is not None and deadline <= now:
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            deadline, transactional_id = heapq.heappop(heap)
+            txn = self.transactions.get(transactional_id)
+            if txn is None or self._deadline_of(txn) != deadline:
+                continue
+            if txn.state is TxnState.ONGOING:
                 self._fence_and_abort(now, txn)
-            elif (
-                txn.state is TxnState.EMPTY or txn.state in rules.COMPLETE
-            ) and txn.updated_at + expiry <= now:
+            else:
                 txn.transition(TxnState.DEAD)
-                del self.transactions[txn.transactional_id]
+                del self.transactions[transactional_id]
                 self._by_producer.pop(txn.producer_id, None)
 
     # --- administration ---

@@ -292,3 +292,22 @@ def test_a_marker_fences_older_epochs_in_the_partition() -> None:
     [state] = partition.producers.active()
     assert (state.producer_id, state.epoch) == (pid, init.epoch + 1)
     assert read_header(partition.log.batches()[0]).is_control
+
+
+def test_timers_of_many_ids_fire_in_order_and_skip_what_moved_on() -> None:
+    txns, markers = coordinator(transactional_id_expiration_ms=100_000)
+    opened = []
+    for index in range(50):
+        init = txns.init_producer_id(0, f"tx-{index}", 1_000 + index)
+        txns.add_partitions(0, f"tx-{index}", init.producer_id, init.epoch, [("a", index)])
+        opened.append(init)
+    for index in range(0, 50, 2):  # every other one ends before its timeout
+        init = opened[index]
+        txns.end(0.5, f"tx-{index}", init.producer_id, init.epoch, commit=True)
+    assert txns.next_deadline() == 1.001, "tx-0's timeout is gone: tx-1 comes first"
+    txns.tick(1.0095)
+    aborted = [written[0] for written in markers.written if not written[4]]
+    assert aborted == [[("a", 1)], [("a", 3)], [("a", 5)], [("a", 7)], [("a", 9)]]
+    txns.tick(2.0)
+    assert sum(not written[4] for written in markers.written) == 25
+    assert txns.next_deadline() == 100.5, "then the committed ids' expiry"
