@@ -47,6 +47,8 @@ TOP_LEVEL_ERROR_APIS = {
     14: "SyncGroup",
     16: "ListGroups",
     22: "InitProducerId",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
     60: "DescribeCluster",
 }
 

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from minibroker import Broker, Faults
 from minibroker.faults import TOP_LEVEL_ERROR_APIS, blank, error_response
@@ -307,3 +307,63 @@ def test_every_top_level_error_answer_encodes_and_carries_the_code(
         ]
     else:
         assert decoded.error_code.value == COORDINATOR_NOT_AVAILABLE
+
+
+CONCURRENT_TRANSACTIONS = 51
+
+
+def read_committed(broker: Broker, topic: str, count: int) -> list[bytes]:
+    """Every value a read_committed consumer delivers from the start, until `count`
+    arrive or the partition's end is reached."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"reader-{uuid.uuid4()}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if len(values) >= count:
+                    break  # at the end, with all expected
+                continue
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_a_lost_commit_answer_is_retried_and_commits_once(
+    kafka_broker: Broker, kafka_faults: Faults, kafka_topic: TopicFactory
+) -> None:
+    """EndTxn is served, then its answer lost: the producer asks again and the retry of
+    the outcome reached is answered NONE, so the records are committed exactly once."""
+    topic = kafka_topic()
+    producer = Producer(
+        {"bootstrap.servers": kafka_broker.bootstrap_servers, "transactional.id": str(uuid.uuid4())}
+    )
+    producer.init_transactions(20)
+    lost = kafka_faults.add("EndTxn", lose_response=True, times=1)
+    busy = kafka_faults.add("AddOffsetsToTxn", error=CONCURRENT_TRANSACTIONS, times=2)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=f"v{i}".encode())
+    group = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "g"})
+    producer.send_offsets_to_transaction(
+        [TopicPartition(topic, 0, 5)], group.consumer_group_metadata(), 20
+    )
+    producer.commit_transaction(30)
+    assert (lost.acted, busy.acted) == (1, 2)
+    assert lost.hits >= 2, "the commit was sent again after its answer was lost"
+    assert read_committed(kafka_broker, topic, 5) == [f"v{i}".encode() for i in range(5)]
+    assert kafka_broker.committed_offsets("g") == {(topic, 0): 5}
+    group.close()
