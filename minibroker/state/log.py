@@ -68,7 +68,9 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         if not self._open_transactions:
             return self.next_offset
-        return min(self._open_transactions.values())
+        # Records deleted below the log start leave it there (Kafka moves its first
+        # unstable offset up to the log start too).
+        return max(min(self._open_transactions.values()), self.log_start_offset)
 
     def open_transaction_start(self, producer_id: int) -> int | None:
         """First offset of the producer's open transaction here, or None."""

@@ -311,3 +311,12 @@ def test_timers_of_many_ids_fire_in_order_and_skip_what_moved_on() -> None:
     txns.tick(2.0)
     assert sum(not written[4] for written in markers.written) == 25
     assert txns.next_deadline() == 100.5, "then the committed ids' expiry"
+
+
+def test_deleting_records_below_an_open_transaction_moves_its_stable_offset_up() -> None:
+    log = PartitionLog()
+    append(log, txn_batch(7, count=3))  # 0-2, open
+    append(log, build_batch([(None, b"x")]))  # 3
+    assert log.last_stable_offset == 0
+    log.delete_before(2)
+    assert log.last_stable_offset == 2
