@@ -1,8 +1,8 @@
 """DescribeTransactions (key 65), version 0.
 
 Each transactional id's state as its coordinator holds it: state name, timeout, start
-time of the open transaction (-1 when none), producer id and epoch, and the partitions in
-the open transaction. An id this node does not coordinate is NOT_COORDINATOR; one the
+time of the open or last completed transaction (-1 from InitProducerId on), producer id
+and epoch, and the partitions in the open transaction. An id this node does not coordinate is NOT_COORDINATOR; one the
 coordinator does not know (never initialised, or expired) TRANSACTIONAL_ID_NOT_FOUND.
 """
 
@@ -41,9 +41,7 @@ def _state(ctx: RequestContext, transactional_id: str) -> Any:
         transactional_id=transactional_id,
         transaction_state=txn.state.value if txn else "",
         transaction_timeout=datetime.timedelta(milliseconds=txn.timeout_ms if txn else 0),
-        transaction_start_time=_wall_time(
-            txn.start_wall_ms if txn and txn.partitions else NO_START
-        ),
+        transaction_start_time=_wall_time(txn.start_wall_ms if txn else NO_START),
         producer_id=txn.producer_id if txn else -1,
         producer_epoch=txn.epoch if txn else -1,
         topics=tuple(

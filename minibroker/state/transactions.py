@@ -24,6 +24,7 @@ from minibroker.state.transaction_rules import TxnState
 
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
+NO_START = -1
 
 TopicPartition = tuple[str, int]
 
@@ -51,7 +52,9 @@ class Transaction:
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     started_at: float = 0.0  # monotonic, when the open transaction began
-    start_wall_ms: int = -1  # the same, as wall time (DescribeTransactions)
+    # The same as wall time (DescribeTransactions): kept once the transaction completes,
+    # NO_START from the next InitProducerId, as Kafka reports it.
+    start_wall_ms: int = -1
     updated_at: float = 0.0  # monotonic, last change (id expiry)
 
     def transition(self, target: TxnState) -> None:
@@ -137,6 +140,7 @@ class TransactionCoordinator:
         txn.transition(TxnState.EMPTY)
         txn.partitions.clear()
         txn.groups.clear()
+        txn.start_wall_ms = NO_START
         txn.updated_at = now
         self._schedule(txn)
         return InitResult(rules.NONE, txn.producer_id, txn.epoch)
