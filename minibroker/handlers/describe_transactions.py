@@ -2,8 +2,9 @@
 
 Each transactional id's state as its coordinator holds it: state name, timeout, start
 time of the open or last completed transaction (-1 from InitProducerId on), producer id
-and epoch, and the partitions in the open transaction. An id this node does not coordinate is NOT_COORDINATOR; one the
-coordinator does not know (never initialised, or expired) TRANSACTIONAL_ID_NOT_FOUND.
+and epoch, and the partitions in the open transaction. An id this node does not
+coordinate is NOT_COORDINATOR; one the coordinator does not know (never initialised, or
+expired) TRANSACTIONAL_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
