@@ -99,28 +99,41 @@ def _check_timestamps(ctx: RequestContext, batch: bytes, before_ms: int, after_m
 
 
 def _check_transaction(
-    ctx: RequestContext, header: records.BatchHeader, topic: str, index: int
+    ctx: RequestContext,
+    transactional_id: str | None,
+    header: records.BatchHeader,
+    topic: str,
+    index: int,
 ) -> None:
-    """A transactional batch belongs to its producer's open transaction, which must hold
-    the partition (AddPartitionsToTxn first), at the transaction's epoch."""
+    """A transactional batch belongs to the open transaction of the request's
+    transactional id, which must hold the partition (AddPartitionsToTxn first), at the
+    transaction's producer id and epoch (transaction_rules: Produce)."""
+    if not transactional_id:
+        raise _Rejected(
+            error(txn_rules.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            "transactional records need the request's transactional id",
+        )
     code = ctx.cluster.transactions.check_produce(
-        header.producer_id, header.producer_epoch, (topic, index)
+        transactional_id, header.producer_id, header.producer_epoch, (topic, index)
     )
-    if code == txn_rules.INVALID_PRODUCER_EPOCH:
-        raise _Rejected(
-            error(code),
-            f"producer {header.producer_id} epoch {header.producer_epoch} is fenced by a "
-            "newer epoch of its transactional id",
-        )
-    if code != txn_rules.NONE:
-        raise _Rejected(
-            error(code),
-            f"{topic}-{index} is not in an open transaction of producer {header.producer_id} "
-            f"epoch {header.producer_epoch}",
-        )
+    if code == txn_rules.NONE:
+        return
+    pid, epoch = header.producer_id, header.producer_epoch
+    reasons = {
+        txn_rules.INVALID_PRODUCER_ID_MAPPING: (
+            f"transactional id {transactional_id!r} has no producer {pid}"
+        ),
+        txn_rules.INVALID_PRODUCER_EPOCH: (
+            f"producer {pid} epoch {epoch} is not the current epoch of {transactional_id!r}"
+        ),
+    }
+    default = f"{topic}-{index} is not in an open transaction of producer {pid} epoch {epoch}"
+    raise _Rejected(error(code), reasons.get(code, default))
 
 
-def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> tuple[int, int]:
+def _append(
+    ctx: RequestContext, topic: Topic, index: int, data: bytes | None, transactional_id: str | None
+) -> tuple[int, int]:
     """Validate and append one partition's batch; return (base offset, log append time)."""
     if index < 0 or index >= len(topic.partitions):
         raise _Rejected(
@@ -168,7 +181,7 @@ def _append(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -
     if header.is_control:
         raise _Rejected(ErrorCode.invalid_record, "clients may not write control records")
     if header.is_transactional:
-        _check_transaction(ctx, header, topic.name, index)
+        _check_transaction(ctx, transactional_id, header, topic.name, index)
     bounds = topic.timestamp_bounds()
     if bounds is not None:
         _check_timestamps(ctx, batch, *bounds)
@@ -235,7 +248,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
                 continue
             try:
-                base_offset, append_time = _append(ctx, topic, index, partition_data.records)
+                base_offset, append_time = _append(
+                    ctx, topic, index, partition_data.records, request.transactional_id
+                )
             except _Rejected as rejected:
                 partitions.append(
                     _partition_response(

@@ -51,9 +51,11 @@ EndTxn v2):
                     PRODUCER_FENCED; Ongoing: markers written, Complete*. A retry of the
                     outcome already reached (CompleteCommit and commit, CompleteAbort and
                     abort) is NONE; the other outcome, and Empty, INVALID_TXN_STATE.
-    Produce         a transactional batch to a partition not in its producer's open
-                    transaction is INVALID_TXN_STATE (Kafka 3.6+ verifies this); an epoch
-                    older than the transaction's is INVALID_PRODUCER_EPOCH.
+    Produce         (Kafka 3.6+ verifies each transactional batch with the coordinator)
+                    no transactional id in the request: TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+                    an id that is unknown or has another producer id:
+                    INVALID_PRODUCER_ID_MAPPING; another epoch: INVALID_PRODUCER_EPOCH; a
+                    partition not in the id's open transaction: INVALID_TXN_STATE.
     TxnOffsetCommit offsets wait in the group as pending for the producer id; the commit
                     marker makes them the group's committed offsets, the abort marker drops
                     them. Member checks as Kafka's: a member id the group does not have
@@ -117,6 +119,7 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105

@@ -254,16 +254,19 @@ class TransactionCoordinator:
 
     # --- the partitions' view (Produce) ---
 
-    def check_produce(self, producer_id: int, epoch: int, partition: TopicPartition) -> int:
-        """Whether a transactional batch may be appended to `partition`."""
-        txn = self._by_producer.get(producer_id)
-        if txn is None:
-            return rules.INVALID_TXN_STATE
-        if epoch < txn.epoch:
+    def check_produce(
+        self, transactional_id: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> int:
+        """Whether a transactional batch the request names `transactional_id` for may be
+        appended to `partition` (Kafka's verification of the transaction)."""
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return rules.INVALID_PRODUCER_ID_MAPPING
+        if epoch != txn.epoch:
             return rules.INVALID_PRODUCER_EPOCH
-        if epoch != txn.epoch or txn.state is not TxnState.ONGOING:
-            return rules.INVALID_TXN_STATE
-        if partition not in txn.partitions:
+        if txn.state in rules.PREPARING or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            return rules.CONCURRENT_TRANSACTIONS
+        if txn.state is not TxnState.ONGOING or partition not in txn.partitions:
             return rules.INVALID_TXN_STATE
         return rules.NONE
 

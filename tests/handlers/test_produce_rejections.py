@@ -35,7 +35,7 @@ MESSAGE_TOO_LARGE = 10
 INVALID_TIMESTAMP = 32
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_TXN_STATE = 48
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
 
@@ -242,11 +242,15 @@ def test_control_batches_from_clients_are_refused(broker: SansIOBroker, attribut
     assert stored(broker, "orders") == []
 
 
-def test_a_transactional_batch_outside_a_transaction_is_refused(broker: SansIOBroker) -> None:
+def test_a_transactional_batch_without_a_transactional_id_is_refused(
+    broker: SansIOBroker,
+) -> None:
+    """As Kafka answers it: the request must name the transactional id."""
     data = batch([b"a"], attributes=0x10, producer_id=7, producer_epoch=0, base_sequence=0)
     answer = produce(broker, "orders", data)
     assert answer == refused(
-        INVALID_TXN_STATE, "orders-0 is not in an open transaction of producer 7 epoch 0"
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "transactional records need the request's transactional id",
     )
     assert stored(broker, "orders") == []
 

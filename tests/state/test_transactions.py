@@ -62,8 +62,8 @@ def test_an_exhausted_epoch_moves_the_id_to_a_new_producer_id() -> None:
     assert moved.producer_id != start.producer_id and moved.epoch == 0
     again = txns.init_producer_id(0, "tx", TIMEOUT_MS)
     assert (again.producer_id, again.epoch) == (moved.producer_id, 1), "the new id is kept"
-    assert txns.check_produce(start.producer_id, rules.MAX_EPOCH, ("t", 0)) == (
-        rules.INVALID_TXN_STATE
+    assert txns.check_produce("tx", start.producer_id, rules.MAX_EPOCH, ("t", 0)) == (
+        rules.INVALID_PRODUCER_ID_MAPPING
     )
 
 
@@ -92,13 +92,13 @@ def test_commit_writes_markers_to_every_partition_and_group_then_completes() -> 
     assert txns.add_partitions(1, "tx", pid, epoch, [("a", 1), ("a", 0)]) == rules.NONE
     assert txns.add_offsets(2, "tx", pid, epoch, "g") == rules.NONE
     assert txns.transactions["tx"].state is TxnState.ONGOING
-    assert txns.check_produce(pid, epoch, ("a", 0)) == rules.NONE
-    assert txns.check_produce(pid, epoch, ("a", 2)) == rules.INVALID_TXN_STATE
+    assert txns.check_produce("tx", pid, epoch, ("a", 0)) == rules.NONE
+    assert txns.check_produce("tx", pid, epoch, ("a", 2)) == rules.INVALID_TXN_STATE
     assert txns.end(3, "tx", pid, epoch, commit=True) == rules.NONE
     assert markers.written == [([("a", 0), ("a", 1)], ["g"], pid, epoch, True)]
     txn = txns.transactions["tx"]
     assert (txn.state, txn.partitions, txn.groups) == (TxnState.COMPLETE_COMMIT, set(), set())
-    assert txns.check_produce(pid, epoch, ("a", 0)) == rules.INVALID_TXN_STATE
+    assert txns.check_produce("tx", pid, epoch, ("a", 0)) == rules.INVALID_TXN_STATE
 
 
 def test_end_retries_and_wrong_outcomes() -> None:
@@ -140,7 +140,7 @@ def test_a_new_init_fences_an_open_transaction_and_aborts_it() -> None:
     assert txns.transactions["tx"].state is TxnState.COMPLETE_ABORT
     new = txns.init_producer_id(2, "tx", TIMEOUT_MS)
     assert (new.error, new.producer_id, new.epoch) == (rules.NONE, old.producer_id, old.epoch + 2)
-    assert txns.check_produce(old.producer_id, old.epoch, ("a", 0)) == (
+    assert txns.check_produce("tx", old.producer_id, old.epoch, ("a", 0)) == (
         rules.INVALID_PRODUCER_EPOCH
     )
     assert txns.end(2, "tx", old.producer_id, old.epoch, commit=True) == rules.PRODUCER_FENCED
