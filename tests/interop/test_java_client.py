@@ -7,16 +7,20 @@ records back in order from the default (idempotent, acks=all) producer, each cod
 headers, a 1 MiB record, range and cooperative-sticky group assignment (an incremental
 rebalance revokes only what moves), static membership (a restart within the session
 timeout keeps its assignment without a rebalance), seek / offsetsForTimes / commits /
-pause, and the AdminClient's topic, config, offset, group and cluster calls with the
-errors Kafka answers. Each scenario is one test here.
+pause, the AdminClient's topic, config, offset, group and cluster calls with the
+errors Kafka answers, and transactions: a committed, an aborted and a committed one read
+by read_committed and read_uncommitted consumers, zombies fenced by a new instance with
+their transactional.id, and consume-transform-produce with the consumer's offsets sent
+to each transaction. Each scenario is one test here.
 
 Where a claim needs a second opinion, the test checks it with an independent client
 or with what the broker stored: keys land where Java's murmur2 rule and librdkafka's
 murmur2_random put them; the default producer's batches carry a producer id and
 sequence numbers; compressed batches are stored as sent and librdkafka decodes them,
 headers and the 1 MiB record included; offsets and metadata committed from Java read
-back the same through aiokafka; topic configs, broker configs and the cluster
-description match the broker's own state.
+back the same through aiokafka; librdkafka reads what the transactions wrote as Java
+did at both isolation levels, and aiokafka the offsets they committed; topic configs,
+broker configs and the cluster description match the broker's own state.
 
 Scenarios Kafka serves and the broker does not yet are strict xfails saying what is
 missing. Without Java or the fetched jars
@@ -221,6 +225,86 @@ def check_group_offsets(broker: Broker, data: Data) -> None:
     assert _committed(broker, data["group"]) == {0: (4, ""), 1: (2, ""), 2: (3, "")}
 
 
+Read = dict[int, list[tuple[int, str]]]
+
+
+def _read_to_end(broker: Broker, topic: str, partitions: int, isolation: str) -> Read:
+    """partition -> (offset, value) of every record librdkafka reads from `topic` with
+    `isolation` ("read_committed" or "read_uncommitted") up to each partition's end."""
+    consumer = Consumer(
+        {
+            **_common(broker),
+            "group.id": unique_client_id("java-check"),
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    got: Read = {p: [] for p in range(partitions)}
+    ended: set[int] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + TIMEOUT
+        while len(ended) < partitions and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error, partition = message.error(), message.partition()
+            assert partition is not None
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                ended.add(partition)
+                continue
+            assert error is None, error
+            offset, value = message.offset(), message.value()
+            assert offset is not None and value is not None
+            got[partition].append((offset, value.decode()))
+    finally:
+        consumer.close()
+    assert len(ended) == partitions, f"{isolation}: only partitions {ended} of {topic} ended"
+    return got
+
+
+def _records(reported: dict[str, list[list[Any]]]) -> Read:
+    """The scenario's partition -> [offset, value] lists as _read_to_end returns them."""
+    return {int(p): [(offset, value) for offset, value in pairs] for p, pairs in reported.items()}
+
+
+def check_transactions(broker: Broker, data: Data) -> None:
+    # librdkafka reads what Java read: read_committed the two committed transactions,
+    # skipping the aborted one between them; read_uncommitted all three.
+    topic, partitions = data["topic"], data["partitions"]
+    committed, aborted = _records(data["committed"]), _records(data["aborted"])
+    assert _read_to_end(broker, topic, partitions, "read_committed") == committed
+    everything = {p: sorted(committed[p] + aborted[p]) for p in range(partitions)}
+    assert _read_to_end(broker, topic, partitions, "read_uncommitted") == everything
+
+
+def _values(read: Read) -> list[str]:
+    return [value for p in sorted(read) for _, value in read[p]]
+
+
+def check_fencing(broker: Broker, data: Data) -> None:
+    # The zombies' records were written and aborted: librdkafka's read_committed reads
+    # only the successors'.
+    topic = data["topic"]
+    assert _values(_read_to_end(broker, topic, 1, "read_committed")) == data["committed"]
+    assert _values(_read_to_end(broker, topic, 1, "read_uncommitted")) == data["everything"]
+
+
+def check_consume_transform_produce(broker: Broker, data: Data) -> None:
+    partitions, per_partition = data["partitions"], data["per_partition"]
+    # The offsets sent with the transactions are the group's, read back by aiokafka.
+    expected_offsets = {p: (per_partition, "") for p in range(partitions)}
+    assert _committed(broker, data["group"]) == expected_offsets
+    committed = _read_to_end(broker, data["output"], partitions, "read_committed")
+    assert {p: [value for _, value in read] for p, read in committed.items()} == {
+        int(p): values for p, values in data["expected"].items()
+    }
+    # The aborted transaction's output is in the log all the same.
+    everything = _values(_read_to_end(broker, data["output"], partitions, "read_uncommitted"))
+    assert sorted(everything) == sorted(_values(committed) + data["aborted"])
+
+
 def _topic_state(broker: Broker, name: str) -> tuple[str, dict[str, str]]:
     """The broker's id (as Java prints it) and configs of topic `name`."""
 
@@ -286,7 +370,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("producer_headers", check=check_headers),
     Scenario("producer_keyed_partitioning", check=check_keyed_partitioning),
     Scenario("producer_large_record", check=check_large_record),
-    Scenario("producer_transactional", missing="transactions are not served yet (issue 16)"),
+    Scenario("producer_transactional", check=check_transactions),
+    Scenario("producer_transactional_fencing", check=check_fencing),
+    Scenario(
+        "producer_transactional_consume_transform_produce", check=check_consume_transform_produce
+    ),
     Scenario("consumer_range_group"),
     Scenario("consumer_cooperative_sticky"),
     Scenario("consumer_static_membership"),

@@ -45,6 +45,7 @@ import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DeletedRecords;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -67,6 +68,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.ConsumerGroupState;
 import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
@@ -78,7 +80,9 @@ import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.errors.GroupSubscribedToTopicException;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownMemberIdException;
@@ -117,7 +121,10 @@ public final class ClientScenarios {
         all.add(new Scenario("producer_headers", 45, ClientScenarios::producerHeaders));
         all.add(new Scenario("producer_keyed_partitioning", 45, ClientScenarios::producerKeyedPartitioning));
         all.add(new Scenario("producer_large_record", 60, ClientScenarios::producerLargeRecord));
-        all.add(new Scenario("producer_transactional", 45, ClientScenarios::producerTransactional));
+        all.add(new Scenario("producer_transactional", 60, ClientScenarios::producerTransactional));
+        all.add(new Scenario("producer_transactional_fencing", 90, ClientScenarios::producerTransactionalFencing));
+        all.add(new Scenario("producer_transactional_consume_transform_produce", 90,
+                ClientScenarios::producerTransactionalConsumeTransformProduce));
         all.add(new Scenario("consumer_range_group", 90, ClientScenarios::consumerRangeGroup));
         all.add(new Scenario("consumer_cooperative_sticky", 90, ClientScenarios::consumerCooperativeSticky));
         all.add(new Scenario("consumer_static_membership", 90, ClientScenarios::consumerStaticMembership));
@@ -601,36 +608,402 @@ public final class ClientScenarios {
         data.put("sha256", sha256(value));
     }
 
+    // --- transactions ---
+
+    static Map<String, Object> transactional(String transactionalId) {
+        return Map.of(
+                ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId,
+                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "20000",
+                ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
+    }
+
+    static List<TopicPartition> partitionsOf(String topic, int count) {
+        List<TopicPartition> out = new ArrayList<>();
+        for (int p = 0; p < count; p++) {
+            out.add(new TopicPartition(topic, p));
+        }
+        return out;
+    }
+
+    /** [offset, value] lists by partition, the form the scenarios report records in. */
+    static Map<Integer, List<List<Object>>> byPartition(List<ConsumerRecord<byte[], byte[]>> records) {
+        Map<Integer, List<List<Object>>> out = new TreeMap<>();
+        for (ConsumerRecord<byte[], byte[]> record : records) {
+            out.computeIfAbsent(record.partition(), p -> new ArrayList<>())
+                    .add(List.of(record.offset(), text(record.value())));
+        }
+        return out;
+    }
+
+    /** Two by-partition record lists as one, each partition's in offset order. */
+    static Map<Integer, List<List<Object>>> merged(Map<Integer, List<List<Object>>> a, Map<Integer, List<List<Object>>> b) {
+        Map<Integer, List<List<Object>>> out = new TreeMap<>();
+        for (Map<Integer, List<List<Object>>> side : List.of(a, b)) {
+            side.forEach((p, records) -> out.computeIfAbsent(p, k -> new ArrayList<>()).addAll(records));
+        }
+        out.values().forEach(records -> records.sort((x, y) -> Long.compare((Long) x.get(0), (Long) y.get(0))));
+        return out;
+    }
+
+    static List<Object> offsets(Map<Integer, List<List<Object>>> records, int partition) {
+        List<Object> out = new ArrayList<>();
+        records.getOrDefault(partition, List.of()).forEach(record -> out.add(record.get(0)));
+        return out;
+    }
+
+    static List<Object> offsetRange(long first, int count) {
+        List<Object> out = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            out.add(first + i);
+        }
+        return out;
+    }
+
+    /**
+     * `count` records "PREFIX-P-I" to each partition in the producer's open transaction,
+     * flushed and acknowledged: partition -> [offset, value] of each.
+     */
+    static Map<Integer, List<List<Object>>> sendToEach(KafkaProducer<byte[], byte[]> producer, String topic,
+            int partitions, String prefix, int count) throws Exception {
+        Map<Integer, List<Future<RecordMetadata>>> sent = new TreeMap<>();
+        Map<Integer, List<String>> values = new TreeMap<>();
+        for (int i = 0; i < count; i++) {
+            for (int p = 0; p < partitions; p++) {
+                String value = prefix + "-" + p + "-" + i;
+                values.computeIfAbsent(p, k -> new ArrayList<>()).add(value);
+                sent.computeIfAbsent(p, k -> new ArrayList<>())
+                        .add(producer.send(new ProducerRecord<>(topic, p, null, bytes(value))));
+            }
+        }
+        producer.flush();
+        Map<Integer, List<List<Object>>> out = new TreeMap<>();
+        for (int p = 0; p < partitions; p++) {
+            List<List<Object>> acknowledged = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                RecordMetadata metadata = await(sent.get(p).get(i));
+                checkEquals(p, metadata.partition(), "partition acknowledged for " + values.get(p).get(i));
+                acknowledged.add(List.of(metadata.offset(), values.get(p).get(i)));
+            }
+            out.put(p, acknowledged);
+        }
+        return out;
+    }
+
+    /**
+     * The end offsets of `partitions` once no transaction is open in them: a real Kafka
+     * writes the markers of a transaction after commitTransaction/abortTransaction
+     * returns, and until then the last stable offset (the read_committed end) is behind
+     * the log end offset.
+     */
+    static Map<TopicPartition, Long> settledEnds(List<TopicPartition> partitions) throws Exception {
+        Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+        partitions.forEach(tp -> latest.put(tp, OffsetSpec.latest()));
+        Map<TopicPartition, Long> stable = new HashMap<>();
+        Map<TopicPartition, Long> end = new HashMap<>();
+        try (Admin admin = admin()) {
+            until(() -> {
+                try {
+                    stable.clear();
+                    end.clear();
+                    await(admin.listOffsets(latest, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all())
+                            .forEach((tp, info) -> stable.put(tp, info.offset()));
+                    await(admin.listOffsets(latest, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).all())
+                            .forEach((tp, info) -> end.put(tp, info.offset()));
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                }
+                return stable.equals(end);
+            }, () -> sleep(50), "last stable offsets reaching the log end offsets",
+                    () -> "read_committed ends " + stable + ", read_uncommitted ends " + end);
+        }
+        return end;
+    }
+
+    static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new RuntimeException(e);
+        }
+    }
+
+    /** Every record of `partitions` from the beginning up to `ends`, read with `isolation`. */
+    static Map<Integer, List<List<Object>>> readAll(String isolation, List<TopicPartition> partitions,
+            Map<TopicPartition, Long> ends) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(isolation + "-reader", null,
+                Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            checkEquals(ends, new HashMap<>(consumer.endOffsets(partitions)), isolation + " consumer's end offsets");
+            List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+            until(() -> partitions.stream().allMatch(tp -> consumer.position(tp) >= ends.get(tp)),
+                    () -> consumer.poll(POLL).forEach(got::add),
+                    isolation + " read up to " + ends, () -> "got " + byPartition(got));
+            return byPartition(got);
+        }
+    }
+
+    @FunctionalInterface
+    interface Call {
+        void run() throws Exception;
+    }
+
+    /** The exception `call` throws; its success fails the check. */
+    static Exception thrown(Call call, String what) {
+        try {
+            call.run();
+        } catch (Exception e) {
+            return e;
+        }
+        throw new AssertionError(what + ": expected an exception, but it succeeded");
+    }
+
+    /** The exception `future` fails with; its success fails the check. */
+    static Throwable failureOf(Future<?> future, String what) throws Exception {
+        try {
+            future.get(WAIT_SECONDS, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            return e.getCause();
+        }
+        throw new AssertionError(what + ": expected a failure, but it succeeded");
+    }
+
+    static String chain(Throwable error) {
+        List<String> names = new ArrayList<>();
+        for (Throwable t = error; t != null && names.size() < 4; t = t.getCause()) {
+            names.add(t.getClass().getSimpleName());
+        }
+        return String.join(" <- ", names);
+    }
+
     static void producerTransactional(Map<String, Object> data) throws Exception {
         String topic = name("transactional");
+        int partitions = 2;
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, partitions, Map.of());
+        }
+        List<TopicPartition> tps = partitionsOf(topic, partitions);
+        Map<Integer, List<List<Object>>> first;
+        Map<Integer, List<List<Object>>> aborted;
+        Map<Integer, List<List<Object>>> second;
+        // One producer: a committed transaction, an aborted one, a committed one, each
+        // writing to both partitions.
+        try (KafkaProducer<byte[], byte[]> producer = producer("transactional", transactional(name("txn")))) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            first = sendToEach(producer, topic, partitions, "first", 5);
+            producer.commitTransaction();
+            producer.beginTransaction();
+            aborted = sendToEach(producer, topic, partitions, "aborted", 2);
+            producer.abortTransaction();
+            producer.beginTransaction();
+            second = sendToEach(producer, topic, partitions, "second", 3);
+            producer.commitTransaction();
+        }
+        // Each transaction's records follow the marker that ended the one before: in each
+        // partition "first" at 0-4 (commit marker 5), "aborted" at 6-7 (abort marker 8),
+        // "second" at 9-11 (commit marker 12).
+        for (int p = 0; p < partitions; p++) {
+            checkEquals(offsetRange(0, 5), offsets(first, p), "offsets of the first transaction in " + p);
+            checkEquals(offsetRange(6, 2), offsets(aborted, p), "offsets of the aborted transaction in " + p);
+            checkEquals(offsetRange(9, 3), offsets(second, p), "offsets of the second transaction in " + p);
+        }
+        Map<TopicPartition, Long> ends = settledEnds(tps);
+        Map<TopicPartition, Long> expectedEnds = new HashMap<>();
+        tps.forEach(tp -> expectedEnds.put(tp, 13L));
+        checkEquals(expectedEnds, ends, "end offsets (the last commit marker at 12)");
+        Map<Integer, List<List<Object>>> committed = merged(first, second);
+        checkEquals(committed, readAll("read_committed", tps, ends), "what a read_committed consumer reads");
+        checkEquals(merged(committed, aborted), readAll("read_uncommitted", tps, ends),
+                "what a read_uncommitted consumer reads");
+        data.put("topic", topic);
+        data.put("partitions", partitions);
+        data.put("committed", committed);
+        data.put("aborted", aborted);
+    }
+
+    static void producerTransactionalFencing(Map<String, Object> data) throws Exception {
+        String topic = name("fencing");
         try (Admin admin = admin()) {
             createTopic(admin, topic, 1, Map.of());
         }
+        List<TopicPartition> tps = partitionsOf(topic, 1);
+        List<String> everything = new ArrayList<>();
+        List<String> committed = new ArrayList<>();
+        // A zombie whose transactional.id a new instance takes over while its transaction
+        // is open: the new instance's initTransactions() aborts that transaction, and the
+        // zombie learns it is fenced when it tries to commit.
+        String commitId = name("zombie-commit");
+        try (KafkaProducer<byte[], byte[]> zombie = producer("zombie-commit", transactional(commitId))) {
+            zombie.initTransactions();
+            zombie.beginTransaction();
+            await(zombie.send(new ProducerRecord<>(topic, 0, null, bytes("zombie-a"))));
+            everything.add("zombie-a");
+            try (KafkaProducer<byte[], byte[]> successor = producer("successor-commit", transactional(commitId))) {
+                successor.initTransactions();
+                Exception commit = thrown(zombie::commitTransaction, "the zombie's commitTransaction");
+                data.put("zombie_commit", chain(commit));
+                check(commit instanceof ProducerFencedException,
+                        "the zombie's commitTransaction threw %s, not ProducerFencedException", chain(commit));
+                // Fenced is fatal: the zombie cannot begin again.
+                Exception again = thrown(zombie::beginTransaction, "the fenced zombie's beginTransaction");
+                check(again instanceof ProducerFencedException,
+                        "the fenced zombie's beginTransaction threw %s", chain(again));
+                successor.beginTransaction();
+                await(successor.send(new ProducerRecord<>(topic, 0, null, bytes("successor-a"))));
+                successor.commitTransaction();
+                everything.add("successor-a");
+                committed.add("successor-a");
+            }
+        }
+        // A zombie that sends into its open transaction after the new instance started:
+        // the send fails, and so does the commit after it.
+        String sendId = name("zombie-send");
+        try (KafkaProducer<byte[], byte[]> zombie = producer("zombie-send", transactional(sendId))) {
+            zombie.initTransactions();
+            zombie.beginTransaction();
+            await(zombie.send(new ProducerRecord<>(topic, 0, null, bytes("zombie-b"))));
+            everything.add("zombie-b");
+            try (KafkaProducer<byte[], byte[]> successor = producer("successor-send", transactional(sendId))) {
+                successor.initTransactions();
+                Throwable send = failureOf(zombie.send(new ProducerRecord<>(topic, 0, null, bytes("zombie-c"))),
+                        "the zombie's send after it was fenced");
+                data.put("zombie_send", chain(send));
+                // What Apache Kafka 3.9 and 4.x answer, to both client lines: the stale
+                // epoch's Produce is refused with INVALID_PRODUCER_EPOCH, an abortable
+                // error the commit then reports.
+                check(send instanceof InvalidProducerEpochException,
+                        "the zombie's send failed with %s, not InvalidProducerEpochException", chain(send));
+                Exception commit = thrown(zombie::commitTransaction, "the zombie's commitTransaction after the failed send");
+                data.put("zombie_commit_after_send", chain(commit));
+                check(commit instanceof InvalidProducerEpochException,
+                        "the zombie's commitTransaction after the failed send threw %s", chain(commit));
+                successor.beginTransaction();
+                await(successor.send(new ProducerRecord<>(topic, 0, null, bytes("successor-b"))));
+                successor.commitTransaction();
+                everything.add("successor-b");
+                committed.add("successor-b");
+            }
+        }
+        Map<TopicPartition, Long> ends = settledEnds(tps);
+        List<Object> readCommitted = new ArrayList<>();
+        readAll("read_committed", tps, ends).getOrDefault(0, List.of()).forEach(r -> readCommitted.add(r.get(1)));
+        checkEquals(committed, readCommitted, "what a read_committed consumer reads");
+        List<Object> readUncommitted = new ArrayList<>();
+        readAll("read_uncommitted", tps, ends).getOrDefault(0, List.of()).forEach(r -> readUncommitted.add(r.get(1)));
+        checkEquals(everything, readUncommitted, "what a read_uncommitted consumer reads");
+        data.put("topic", topic);
+        data.put("committed", committed);
+        data.put("everything", everything);
+    }
+
+    static String transformed(ConsumerRecord<byte[], byte[]> record) {
+        return text(record.value()).toUpperCase(java.util.Locale.ROOT);
+    }
+
+    /** One transaction: the records, transformed, to `output` (same partition), and the consumer's next offsets. */
+    static void transformInTransaction(KafkaProducer<byte[], byte[]> producer, KafkaConsumer<byte[], byte[]> consumer,
+            List<ConsumerRecord<byte[], byte[]>> records, String output) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        producer.beginTransaction();
+        for (ConsumerRecord<byte[], byte[]> record : records) {
+            sent.add(producer.send(new ProducerRecord<>(output, record.partition(), record.key(), bytes(transformed(record)))));
+            next.put(new TopicPartition(record.topic(), record.partition()), new OffsetAndMetadata(record.offset() + 1));
+        }
+        producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+        producer.flush();
+        for (Future<RecordMetadata> future : sent) {
+            await(future);
+        }
+    }
+
+    static void producerTransactionalConsumeTransformProduce(Map<String, Object> data) throws Exception {
+        String input = name("ctp-input");
+        String output = name("ctp-output");
+        String group = name("ctp-group");
+        int partitions = 2;
+        int perPartition = 20;
+        try (Admin admin = admin()) {
+            createTopic(admin, input, partitions, Map.of());
+            createTopic(admin, output, partitions, Map.of());
+        }
+        Map<TopicPartition, Long> inputEnds = new HashMap<>();
+        Map<Integer, List<Object>> expected = new TreeMap<>();
+        for (int p = 0; p < partitions; p++) {
+            produceValues(input, p, perPartition, "in-" + p + "-");
+            inputEnds.put(new TopicPartition(input, p), (long) perPartition);
+            for (int i = 0; i < perPartition; i++) {
+                expected.computeIfAbsent(p, k -> new ArrayList<>()).add("IN-" + p + "-" + i);
+            }
+        }
+        List<String> abortedOutput = new ArrayList<>();
+        AtomicInteger transactions = new AtomicInteger();
         Map<String, Object> settings = Map.of(
-                ProducerConfig.TRANSACTIONAL_ID_CONFIG, name("txn"),
-                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "10000",
-                ProducerConfig.MAX_BLOCK_MS_CONFIG, "10000");
-        try (KafkaProducer<byte[], byte[]> producer = producer("transactional", settings)) {
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed",
+                ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "7");
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("ctp-consumer", group, settings);
+                KafkaProducer<byte[], byte[]> producer = producer("ctp-producer", transactional(name("ctp-txn")))) {
             producer.initTransactions();
-            producer.beginTransaction();
-            for (int i = 0; i < 10; i++) {
-                producer.send(new ProducerRecord<>(topic, 0, null, bytes("committed-" + i)));
-            }
-            producer.commitTransaction();
-            producer.beginTransaction();
-            producer.send(new ProducerRecord<>(topic, 0, null, bytes("aborted")));
+            consumer.subscribe(List.of(input));
+            // The first transaction is aborted: neither its output nor its offsets count.
+            List<ConsumerRecord<byte[], byte[]>> firstPoll = new ArrayList<>();
+            until(() -> !firstPoll.isEmpty(), () -> consumer.poll(POLL).forEach(firstPoll::add),
+                    "the first input records", () -> "assignment " + consumer.assignment());
+            checkEquals(partitions, consumer.assignment().size(), "partitions assigned to the only member");
+            transformInTransaction(producer, consumer, firstPoll, output);
             producer.abortTransaction();
+            firstPoll.forEach(record -> abortedOutput.add(transformed(record)));
+            // As after any abort, go back to the group's committed offsets: there are none.
+            Map<TopicPartition, OffsetAndMetadata> afterAbort = consumer.committed(consumer.assignment());
+            check(afterAbort.values().stream().allMatch(Objects::isNull),
+                    "offsets committed by the aborted transaction: %s", afterAbort);
+            consumer.seekToBeginning(consumer.assignment());
+            // Then one transaction a poll until every input record is processed.
+            until(() -> inputEnds.entrySet().stream().allMatch(e -> consumer.position(e.getKey()) >= e.getValue()),
+                    () -> {
+                        List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
+                        consumer.poll(POLL).forEach(records::add);
+                        if (records.isEmpty()) {
+                            return;
+                        }
+                        try {
+                            transformInTransaction(producer, consumer, records, output);
+                        } catch (Exception e) {
+                            throw new RuntimeException(e);
+                        }
+                        producer.commitTransaction();
+                        transactions.incrementAndGet();
+                    },
+                    "every input record processed", () -> "positions of " + consumer.assignment());
+            check(transactions.get() >= 6, "40 records at most 7 a poll in %d transactions", transactions.get());
+            // The committed offsets are the input's end offsets; with read_committed the
+            // consumer asks for stable offsets (KIP-447).
+            Map<TopicPartition, OffsetAndMetadata> committedOffsets = consumer.committed(inputEnds.keySet());
+            Map<TopicPartition, Long> committedAt = new HashMap<>();
+            committedOffsets.forEach((tp, offset) -> committedAt.put(tp, offset == null ? null : offset.offset()));
+            checkEquals(inputEnds, committedAt, "offsets committed through the transactions");
         }
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer("transactional-reader", null,
-                Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
-            TopicPartition tp = new TopicPartition(topic, 0);
-            consumer.assign(List.of(tp));
-            consumer.seekToBeginning(List.of(tp));
-            List<ConsumerRecord<byte[], byte[]>> got = pollFor(consumer, 10, "committed records");
-            for (int i = 0; i < 10; i++) {
-                checkEquals("committed-" + i, text(got.get(i).value()), "committed record " + i);
-            }
-        }
+        List<TopicPartition> outputs = partitionsOf(output, partitions);
+        Map<TopicPartition, Long> ends = settledEnds(outputs);
+        Map<Integer, List<Object>> readCommitted = new TreeMap<>();
+        readAll("read_committed", outputs, ends)
+                .forEach((p, records) -> records.forEach(r -> readCommitted.computeIfAbsent(p, k -> new ArrayList<>()).add(r.get(1))));
+        checkEquals(expected, readCommitted, "the output a read_committed consumer reads");
+        List<Object> readUncommitted = new ArrayList<>();
+        readAll("read_uncommitted", outputs, ends).values().forEach(records -> records.forEach(r -> readUncommitted.add(r.get(1))));
+        checkEquals(partitions * perPartition + abortedOutput.size(), readUncommitted.size(),
+                "records a read_uncommitted consumer reads (the aborted output too)");
+        check(readUncommitted.containsAll(abortedOutput), "read_uncommitted misses aborted output %s", abortedOutput);
+        data.put("input", input);
+        data.put("output", output);
+        data.put("group", group);
+        data.put("partitions", partitions);
+        data.put("per_partition", perPartition);
+        data.put("expected", expected);
+        data.put("aborted", abortedOutput);
+        data.put("transactions", transactions.get());
     }
 
     // --- consumer groups ---
