@@ -1108,6 +1108,7 @@ def _confluent_scenarios(bootstrap: str, tag: str, steps: _Steps) -> None:
     steps.run("produce acks=1", lambda: _ck_produce(bootstrap, topic, None, "1", False))
     steps.run("produce acks=0", lambda: _ck_produce(bootstrap, topic, None, "0", False))
     steps.run("group consumer", lambda: _ck_group(bootstrap, topic, group))
+    steps.run("transactions", lambda: _ck_transactions(bootstrap, topic, tag))
     steps.run("admin", lambda: _ck_admin(bootstrap, f"fz-ck-admin-{tag}", topic, group, steps))
 
 
@@ -1164,6 +1165,46 @@ def _ck_group(bootstrap: str, topic: str, group: str) -> None:
         consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     finally:
         consumer.close()
+
+
+def _ck_transactions(bootstrap: str, topic: str, tag: str) -> None:
+    """A committed transaction with a group's offsets and an aborted one, read back with
+    read_committed (the frames of every transaction API and isolated reads)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({**_confluent_common(bootstrap), "transactional.id": f"fz-ck-txn-{tag}"})
+    producer.init_transactions(10)
+    group = Consumer({**_confluent_common(bootstrap), "group.id": f"fz-ck-txn-group-{tag}"})
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, b"txn-%d" % i, key=b"key-%d" % i)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 1)], group.consumer_group_metadata(), 10
+        )
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    group.close()
+    reader = Consumer(
+        {
+            **_confluent_common(bootstrap),
+            "group.id": f"fz-ck-txn-reader-{tag}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        reader.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            message = reader.poll(0.2)
+            if message is None:
+                break
+        reader.offsets_for_times([TopicPartition(topic, 0, -1)], timeout=10)
+    finally:
+        reader.close()
 
 
 def _ck_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) -> None:

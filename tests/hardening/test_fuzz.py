@@ -46,8 +46,9 @@ STRICT = env_int("MINIBROKER_FUZZ_STRICT", 0) == 1
 WATCHDOG_SECONDS = 900
 
 # What the scenarios send: produce, fetch, list offsets, metadata, the group protocol,
-# offsets, admin calls, idempotent producer ids, cluster description.
+# offsets, admin calls, idempotent producer ids, transactions, cluster description.
 EXPECTED_APIS = {0, 1, 2, 3, 8, 9, 10, 11, 13, 14, 15, 16, 18, 19, 20, 22, 32, 37, 42, 60}
+EXPECTED_APIS |= {24, 25, 26, 28}  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
 
 
 @pytest.fixture(scope="session")
