@@ -18,8 +18,6 @@ from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers._transactions import is_transaction_coordinator
 from minibroker.handlers.registry import RequestContext, api
 
-NO_START = -1
-
 
 def _wall_time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
@@ -42,9 +40,10 @@ def _state(ctx: RequestContext, transactional_id: str) -> Any:
         transactional_id=transactional_id,
         transaction_state=txn.state.value if txn else "",
         transaction_timeout=datetime.timedelta(milliseconds=txn.timeout_ms if txn else 0),
-        transaction_start_time=_wall_time(txn.start_wall_ms if txn else NO_START),
-        producer_id=txn.producer_id if txn else -1,
-        producer_epoch=txn.epoch if txn else -1,
+        # An error answer carries the fields' defaults (zeros), as Kafka's does.
+        transaction_start_time=_wall_time(txn.start_wall_ms if txn else 0),
+        producer_id=txn.producer_id if txn else 0,
+        producer_epoch=txn.epoch if txn else 0,
         topics=tuple(
             ctx.make("TopicData", topic=name, partitions=tuple(indexes))
             for name, indexes in topics.items()

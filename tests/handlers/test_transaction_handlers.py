@@ -159,7 +159,7 @@ def test_only_the_transaction_coordinator_answers() -> None:
     assert described_without_transaction(broker, elsewhere) == (
         ErrorCode.not_coordinator,
         "",
-        -1,
+        0,
     )
     here = next(f"tx-{i}" for i in range(100) if broker.cluster.coordinator_for(f"tx-{i}", 1) == 0)
     assert init(broker, here).error_code == ErrorCode.none
@@ -302,7 +302,7 @@ def test_describe_and_list_transactions(broker: SansIOBroker) -> None:
     assert described_without_transaction(broker, "never") == (
         ErrorCode.transactional_id_not_found,
         "",
-        -1,
+        0,
     )
 
     def listed(**filters: Any) -> Any:
