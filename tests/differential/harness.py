@@ -120,7 +120,12 @@ REPLACEABLE = {"Metadata": SETTLING | {3}}
 
 def _error_codes(value: Any) -> set[int]:
     if isinstance(value, dict):
-        codes = {v for k, v in value.items() if k == "error_code" and isinstance(v, int)}
+        codes = {
+            v
+            for k, v in value.items()
+            # AddPartitionsToTxn names its partition_error_code
+            if (k == "error_code" or k.endswith("_error_code")) and isinstance(v, int)
+        }
         return codes.union(*(_error_codes(v) for v in value.values()))
     if isinstance(value, list):
         return set().union(*(_error_codes(v) for v in value))
