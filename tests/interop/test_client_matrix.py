@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,8 +69,12 @@ STEPS = (
     "rebalance",
     "list_groups",
     "describe_group",
+    "transactions",
+    "transaction_offsets",
+    "fencing",
     "delete_topic",
 )
+TXN_KEYS = 5  # records each transaction of the transactions step sends
 # Every client can do these, and the other checks stand on them.
 REQUIRED = frozenset({"produce", "keyed", "consume_group", "list_offsets"})
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -131,6 +136,9 @@ KCAT_LACKS = frozenset(
         "committed",
         "list_groups",
         "describe_group",
+        "transactions",
+        "transaction_offsets",
+        "fencing",
         "delete_topic",
     }
 )
@@ -267,6 +275,18 @@ def check_scenario_report(
         assert group in report["groups"]
     if "describe_group" in done:
         assert report["group_state"] == "Empty"
+
+    if "transactions" in done:
+        expected = [f"txn-commit-{i:03d}" for i in range(TXN_KEYS)]
+        if "fencing" in done:
+            expected += [f"txn-after-{i:03d}" for i in range(TXN_KEYS)]
+        assert sorted(report["read_committed"]) == sorted(expected), "read_committed: these"
+    else:
+        assert not {"transaction_offsets", "fencing"} & done, "they are part of transactions"
+    if "transaction_offsets" in done:
+        assert _partitioned(report["transaction_offsets"]) == {0: 1}
+    if "fencing" in done:
+        assert report["fenced"], "the fenced producer's error"
 
 
 # --- building the drivers ---------------------------------------------------------------
@@ -433,11 +453,49 @@ def run_scenario(built: Built, broker: KafkaService, driver: Driver) -> Report |
     check_scenario_report(
         report, skips=driver.skips, group=group, sees_defaults=driver.sees_defaults
     )
+    if "transactions" in report["steps"]:
+        check_aborted_records_were_written(broker, f"{topic}-txn")
     if "delete_topic" in driver.skips:
         broker.delete_topic(topic)
     # Kafka completes a deletion after answering it.
     wait_for(lambda: topic not in broker.topics(), 10, describe=f"{topic} to be deleted")
     return report
+
+
+def check_aborted_records_were_written(broker: KafkaService, topic: str) -> None:
+    """The transactions step's aborted records are in the log (read_uncommitted reads
+    them, librdkafka here), so read_committed left them out; then the topic goes."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"{topic}-check",
+            "enable.partition.eof": True,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    keys: list[str] = []
+    ended: set[int] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 30
+        while len(ended) < PARTITIONS and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition() or 0)
+                continue
+            keys.append((message.key() or b"").decode())
+    finally:
+        consumer.close()
+    aborted = [f"txn-abort-{i:03d}" for i in range(TXN_KEYS)]
+    assert sorted(k for k in keys if k.startswith("txn-abort-")) == aborted, keys
+    broker.delete_topic(topic)
+    wait_for(lambda: topic not in broker.topics(), 10, describe=f"{topic} to be deleted")
 
 
 def answered_without_error(broker: Broker) -> set[tuple[str, int]]:

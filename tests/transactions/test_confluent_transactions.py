@@ -1,8 +1,10 @@
-"""Kafka transactions through confluent-kafka (librdkafka) over real sockets: exactly-once
-consume-transform-produce, a producer killed mid-transaction, aborts, zombie fencing, the
-coordinator's timeout on the broker's clock, the last stable offset in ListOffsets,
-OffsetFetch's require_stable, and the coordinator's own view (DescribeTransactions,
-ListTransactions).
+"""Kafka transactions through confluent-kafka (librdkafka) over real sockets, beyond the
+client matrix's transaction steps (which every client runs: commit, abort, offsets in a
+transaction, a fenced zombie): exactly-once consume-transform-produce in a group, a
+producer killed mid-transaction, interleaved transactions, a reader starting inside an
+aborted one, the coordinator's timeout on the broker's clock, the last stable offset in
+ListOffsets, OffsetFetch's require_stable, and the coordinator's own view
+(DescribeTransactions, ListTransactions).
 
 Tests marked parity use only clients over the wire and the KafkaService fixtures: CI runs
 them against Apache Kafka too. A real Kafka writes the commit and abort markers after it
@@ -417,39 +419,6 @@ def test_a_read_committed_reader_starting_inside_an_aborted_transaction_skips_it
     assert (committed.values, committed.positions) == (names("kept", 2), ends)
     everything = read_to_end(kafka_config, topic, 1, "read_uncommitted", start=3)
     assert everything.values == names("aborted", 6)[3:] + names("kept", 2)
-
-
-@pytest.mark.parity
-def test_a_zombie_producer_is_fenced_and_its_records_are_never_read_committed(
-    kafka_topic: Callable[..., str], kafka_config: ClientConfigs
-) -> None:
-    """Two producers with one transactional id: the second's init_transactions() fences
-    the first, whose open transaction is aborted and whose next commit fails with a
-    fatal fenced error."""
-    topic, transactional_id = kafka_topic(partitions=1), unique("zombie")
-    zombie = transactional_producer(kafka_config, transactional_id)
-    zombie.begin_transaction()
-    zombie.produce(topic, b"zombie-0", partition=0)
-    assert zombie.flush(30) == 0
-
-    successor = transactional_producer(kafka_config, transactional_id)
-    produce_in_transaction(successor, topic, names("successor", 2), commit=True)
-
-    with pytest.raises(KafkaException) as raised:
-        zombie.produce(topic, b"zombie-1", partition=0)
-        zombie.commit_transaction(CALL_TIMEOUT)
-    error = fenced_error(raised)
-    assert error.code() in FENCED, error
-    assert error.fatal(), error
-
-    wait_until_stable(admin_for(kafka_config), topic, 1)
-    assert read_to_end(kafka_config, topic, 1, "read_committed").values == names("successor", 2)
-    # zombie-0 was written before the fence and aborted; zombie-1 was never stored.
-    everything = read_to_end(kafka_config, topic, 1, "read_uncommitted")
-    assert everything.values == ["zombie-0", *names("successor", 2)]
-
-
-# --- the coordinator's timeout (virtual time) ---------------------------------------
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted_when_the_broker_clock_passes_it(

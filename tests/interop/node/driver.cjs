@@ -19,11 +19,15 @@ const STEPS = [
   'rebalance',
   'list_groups',
   'describe_group',
+  'transactions',
+  'transaction_offsets',
+  'fencing',
   'delete_topic',
 ]
 const PARTITIONS = 3
 const RETENTION_MS = '3600000'
 const DEADLINE_MS = 60000
+const TXN_KEYS = 5 // records each transaction of the transactions step sends
 
 // Go's flag syntax, as the Go drivers take them: -name value, -name=value, --name value.
 function parseArgs(argv) {
@@ -129,6 +133,9 @@ function newReport(client, version) {
     group_of_three: [],
     groups: [],
     group_state: '',
+    read_committed: [], // keys a read_committed consumer read from T-txn
+    transaction_offsets: {}, // partition -> offset committed by the transaction
+    fenced: '', // the error the fenced producer got
   }
 }
 
@@ -147,6 +154,11 @@ function lateKey(i) {
   return `late-${String(i).padStart(3, '0')}`
 }
 
+// The keys one transaction of the transactions step sends: txn-<kind>-000 .. -004.
+function txnKeys(kind) {
+  return [...Array(TXN_KEYS).keys()].map(i => `txn-${kind}-${String(i).padStart(3, '0')}`)
+}
+
 // Whether the members' assignments split the partitions among them, each holding some.
 function sharesPartitions(assignments) {
   const held = assignments.flat()
@@ -163,6 +175,54 @@ async function waitFor(condition, what, timeoutMs = 20000, intervalMs = 50) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await sleep(intervalMs)
   }
+}
+
+// What the fenced producer of the fencing step does (`attempt`: begin, send, commit): the
+// text of the error it got. Its success is the driver's failure.
+async function fencedError(attempt, describe = String) {
+  try {
+    await attempt()
+  } catch (err) {
+    return describe(err)
+  }
+  throw new Error('the fenced producer sent and committed without an error')
+}
+
+// A transaction's offset commit: the broker materialises it once the commit's markers are
+// written, which a real Kafka does after the commit returns. `read()` gives partition ->
+// offset; asked again until it holds one, for up to `timeoutMs` (then what it holds).
+async function untilCommitted(read, timeoutMs = 10000) {
+  const deadline = Date.now() + timeoutMs
+  let found = await read()
+  while (Object.keys(found).length === 0 && Date.now() < deadline) {
+    await sleep(100)
+    found = await read()
+  }
+  return found
+}
+
+// Reads with read_committed to the end: until the reader's position in every partition
+// (`positions()`: partition -> the offset it fetches next, markers included) has reached
+// its read_committed end offset (`ends()`: partition -> last stable offset, asked anew
+// each time), and `read` holds every key in `expected`. A real Kafka writes the last
+// transaction's markers after its commit returned, and until then its end offset stops
+// short of its records: with keys missing, the ends are asked again, for up to
+// `timeoutMs`; after that the keys read are the report (the test tells what is missing).
+async function readToEnd({ ends, positions, read, expected, timeoutMs = 10000 }) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const end = await ends()
+    const at = positions()
+    const reached = Object.entries(end).every(([partition, offset]) => (at[partition] || 0) >= offset)
+    const keys = new Set(read)
+    if (reached && (expected.every(key => keys.has(key)) || Date.now() > deadline)) break
+    if (Date.now() > deadline + 5000) {
+      const where = `${JSON.stringify(at)}, the end offsets ${JSON.stringify(end)}`
+      throw new Error(`the reader did not reach the end: at ${where}`)
+    }
+    await sleep(100)
+  }
+  await sleep(100) // records fetched with the last batch, still on their way to the reader
 }
 
 function sleep(ms) {
@@ -191,6 +251,7 @@ function run(client, version, scenario, describe = String) {
       report.consumed = sortedObject(report.consumed)
       report.from_timestamp.sort()
       report.from_latest.sort()
+      report.read_committed.sort()
       report.groups.sort()
       process.stdout.write(JSON.stringify(report) + '\n', () => process.exit(0))
     })
@@ -201,11 +262,15 @@ module.exports = {
   PARTITIONS,
   RETENTION_MS,
   baseTimestamp,
+  fencedError,
   lateKey,
   message,
+  readToEnd,
   run,
   sharesPartitions,
   sleep,
   step,
+  txnKeys,
+  untilCommitted,
   waitFor,
 }

@@ -11,16 +11,18 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import UnknownTopicOrPartitionError, for_code
+from aiokafka.errors import KafkaError, UnknownTopicOrPartitionError, for_code
 from scenario import (
     CONFIG_RETRIES,
     LATE_INTERVAL,
     LATE_MESSAGES,
     PARTITIONS,
     RETENTION_MS,
+    TXN_OFFSET,
     Scenario,
     covers_all,
     drive,
+    txn_keys,
 )
 
 CLIENT = "aiokafka"
@@ -130,10 +132,91 @@ async def scenario(run: Scenario) -> None:
         raise_errors([code])
         report["group_state"] = state
 
+    # One producer's transactions carry all three steps: reported in the catalogue's order.
+    with run.step("transactions"):
+        await transactions(run, common, admin)
+    run.done("transaction_offsets", "fencing")
+
     with run.step("delete_topic"):
         deleted = await admin.delete_topics([topic])
         raise_errors(code for _, code, *_ in deleted.topic_error_codes)
     await admin.close()
+
+
+async def transactions(run: Scenario, common: dict[str, Any], admin: AIOKafkaAdminClient) -> None:
+    """SCENARIOS.md's transactions, transaction_offsets and fencing steps."""
+    report, topic, group = run.report, run.flags.topic, run.flags.group
+    txn_topic, txn_id, txn_group = f"{topic}-txn", f"{group}-txn", f"{group}-txn"
+    answer = await admin.create_topics([NewTopic(txn_topic, PARTITIONS, 1)])
+    raise_errors(code for _, code, *_ in answer.topic_errors)
+    producer = AIOKafkaProducer(transactional_id=txn_id, **common)
+    successor = AIOKafkaProducer(transactional_id=txn_id, **common)
+    await producer.start()
+
+    async def send(writer: AIOKafkaProducer, kind: str) -> None:
+        for key in txn_keys(kind):
+            await writer.send_and_wait(txn_topic, key=key.encode(), value=f"value-{key}".encode())
+
+    try:
+        async with producer.transaction():
+            await send(producer, "commit")
+            offsets = {TopicPartition(topic, 0): TXN_OFFSET}
+            await producer.send_offsets_to_transaction(offsets, txn_group)
+        await producer.begin_transaction()
+        await send(producer, "abort")
+        await producer.abort_transaction()
+
+        await successor.start()
+        try:
+            await producer.begin_transaction()
+            await send(producer, "zombie")
+            await producer.commit_transaction()
+        except KafkaError as exc:
+            report["fenced"] = f"{type(exc).__name__}: {exc}"
+        else:
+            raise AssertionError("the fenced producer committed")
+        async with successor.transaction():
+            await send(successor, "after")
+    finally:
+        await producer.stop()
+        await successor.stop()
+
+    committed = await admin.list_consumer_group_offsets(
+        txn_group, partitions=[TopicPartition(topic, 0)]
+    )
+    report["transaction_offsets"] = {tp.partition: meta.offset for tp, meta in committed.items()}
+    report["read_committed"] = await read_committed(common, txn_topic)
+
+
+async def read_committed(common: dict[str, Any], topic: str) -> list[str]:
+    """Every key of `topic` a read_committed consumer reads to the end, once the last
+    stable offsets have caught up with the log ends (a real Kafka writes the markers
+    after answering the commit)."""
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    reader = AIOKafkaConsumer(isolation_level="read_committed", enable_auto_commit=False, **common)
+    looker = AIOKafkaConsumer(enable_auto_commit=False, **common)
+    await reader.start()
+    await looker.start()
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while (ends := await reader.end_offsets(partitions)) != await looker.end_offsets(
+            partitions
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the transactions' markers")
+            await asyncio.sleep(0.1)
+        reader.assign(partitions)
+        await reader.seek_to_beginning(*partitions)
+        keys: list[str] = []
+        while any([await reader.position(tp) < ends[tp] for tp in partitions]):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} not read to its end")
+            found = await reader.getmany(timeout_ms=200)
+            keys += [m.key.decode() for batch in found.values() for m in batch]
+    finally:
+        await reader.stop()
+        await looker.stop()
+    return keys
 
 
 def raise_errors(codes: Any) -> None:

@@ -8,7 +8,15 @@ from importlib import metadata
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -19,10 +27,13 @@ from scenario import (
     CONFIG_RETRIES,
     PARTITIONS,
     RETENTION_MS,
+    TXN_OFFSET,
     Scenario,
     drive,
     read_late,
     rebalance,
+    txn_keys,
+    wait_until,
 )
 
 CLIENT = "confluent-kafka"
@@ -114,8 +125,107 @@ def scenario(run: Scenario) -> None:
         # The enum's names are Kafka's states in capitals (EMPTY, STABLE, ...).
         report["group_state"] = described.state.name.replace("_", "").title()
 
+    # One producer's transactions carry all three steps: reported in the catalogue's order.
+    with run.step("transactions"):
+        transactions(run, common, admin)
+    run.done("transaction_offsets", "fencing")
+
     with run.step("delete_topic"):
         admin.delete_topics([topic])[topic].result(TIMEOUT)
+
+
+def transactions(run: Scenario, common: dict[str, Any], admin: AdminClient) -> None:
+    """SCENARIOS.md's transactions, transaction_offsets and fencing steps."""
+    report, topic, group = run.report, run.flags.topic, run.flags.group
+    txn_topic, txn_id, txn_group = f"{topic}-txn", f"{group}-txn", f"{group}-txn"
+    admin.create_topics([NewTopic(txn_topic, PARTITIONS, 1)])[txn_topic].result(TIMEOUT)
+    settings = {**common, "transactional.id": txn_id}
+    producer = Producer(settings)
+    producer.init_transactions(TIMEOUT)
+
+    def send(writer: Producer, kind: str) -> None:
+        for key in txn_keys(kind):
+            writer.produce(txn_topic, key=key.encode(), value=f"value-{key}".encode())
+
+    producer.begin_transaction()
+    send(producer, "commit")
+    consumer_group = Consumer({**common, "group.id": txn_group})
+    producer.send_offsets_to_transaction(
+        [TopicPartition(topic, 0, TXN_OFFSET)], consumer_group.consumer_group_metadata(), TIMEOUT
+    )
+    consumer_group.close()
+    producer.commit_transaction(TIMEOUT)
+    producer.begin_transaction()
+    send(producer, "abort")
+    if producer.flush(TIMEOUT) != 0:
+        raise TimeoutError("aborted transaction's records not acknowledged")
+    producer.abort_transaction(TIMEOUT)
+
+    successor = Producer(settings)
+    successor.init_transactions(TIMEOUT)
+    try:
+        producer.begin_transaction()
+        send(producer, "zombie")
+        producer.commit_transaction(TIMEOUT)
+    except KafkaException as exc:
+        report["fenced"] = str(exc)
+    else:
+        raise AssertionError("the fenced producer committed")
+    successor.begin_transaction()
+    send(successor, "after")
+    successor.commit_transaction(TIMEOUT)
+
+    wanted = confluent_kafka.ConsumerGroupTopicPartitions(txn_group, [TopicPartition(topic, 0)])
+    [listed] = admin.list_consumer_group_offsets([wanted]).values()
+    committed = listed.result(TIMEOUT).topic_partitions
+    report["transaction_offsets"] = {tp.partition: tp.offset for tp in committed}
+    report["read_committed"] = read_committed(common, admin, txn_topic)
+
+
+def read_committed(common: dict[str, Any], admin: AdminClient, topic: str) -> list[str]:
+    """Every key of `topic` a read_committed consumer reads to the end, once the last
+    stable offsets have caught up with the log ends (a real Kafka writes the markers
+    after answering the commit)."""
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    def ends(isolation: IsolationLevel) -> dict[int, int]:
+        answers = admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in partitions}, isolation_level=isolation
+        )
+        return {tp.partition: answer.result(TIMEOUT).offset for tp, answer in answers.items()}
+
+    wait_until(
+        lambda: ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED),
+        TIMEOUT,
+        "the transactions' markers",
+        interval=0.1,
+    )
+    reader = Consumer(
+        {
+            **common,
+            "group.id": "unused",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    keys: list[str] = []
+    ended: set[int] = set()
+    deadline = time.monotonic() + TIMEOUT
+    while len(ended) < PARTITIONS:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions {sorted(ended)} of {topic} read to their end")
+        message = reader.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is not None:
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+            continue
+        keys.append(message.key().decode())
+    reader.close()
+    return keys
 
 
 def describe_topic(admin: AdminClient, topic: str) -> dict[str, Any]:

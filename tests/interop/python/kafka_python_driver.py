@@ -16,15 +16,18 @@ from kafka.admin import (
     OffsetSpec,
     OffsetTimestamp,
 )
-from kafka.errors import UnknownTopicOrPartitionError
+from kafka.errors import KafkaError, UnknownTopicOrPartitionError
+from kafka.structs import OffsetAndMetadata
 from scenario import (
     CONFIG_RETRIES,
     PARTITIONS,
     RETENTION_MS,
+    TXN_OFFSET,
     Scenario,
     drive,
     read_late,
     rebalance,
+    txn_keys,
 )
 
 CLIENT = "kafka-python"
@@ -112,9 +115,85 @@ def scenario(run: Scenario) -> None:
     with run.step("describe_group"):
         report["group_state"] = admin.describe_groups([group])[group]["group_state"]
 
+    # One producer's transactions carry all three steps: reported in the catalogue's order.
+    with run.step("transactions"):
+        transactions(run, common, admin)
+    run.done("transaction_offsets", "fencing")
+
     with run.step("delete_topic"):
         admin.delete_topics([topic])
     admin.close()
+
+
+def transactions(run: Scenario, common: dict[str, Any], admin: KafkaAdminClient) -> None:
+    """SCENARIOS.md's transactions, transaction_offsets and fencing steps."""
+    report, topic, group = run.report, run.flags.topic, run.flags.group
+    txn_topic, txn_id, txn_group = f"{topic}-txn", f"{group}-txn", f"{group}-txn"
+    admin.create_topics([NewTopic(txn_topic, PARTITIONS, 1)])
+    producer = KafkaProducer(transactional_id=txn_id, **common)
+
+    def send(writer: KafkaProducer, kind: str) -> None:
+        sent = [
+            writer.send(txn_topic, key=key.encode(), value=f"value-{key}".encode())
+            for key in txn_keys(kind)
+        ]
+        for future in sent:
+            future.get(TIMEOUT)
+
+    producer.init_transactions()
+    producer.begin_transaction()
+    send(producer, "commit")
+    offsets = {TopicPartition(topic, 0): OffsetAndMetadata(TXN_OFFSET, "", -1)}
+    producer.send_offsets_to_transaction(offsets, txn_group)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    send(producer, "abort")
+    producer.abort_transaction()
+
+    successor = KafkaProducer(transactional_id=txn_id, **common)
+    successor.init_transactions()
+    try:
+        producer.begin_transaction()
+        send(producer, "zombie")
+        producer.commit_transaction()
+    except KafkaError as exc:
+        report["fenced"] = f"{type(exc).__name__}: {exc}"
+    else:
+        raise AssertionError("the fenced producer committed")
+    finally:
+        producer.close(0)
+    successor.begin_transaction()
+    send(successor, "after")
+    successor.commit_transaction()
+    successor.close(TIMEOUT)
+
+    committed = admin.list_group_offsets({txn_group: [TopicPartition(topic, 0)]})[txn_group]
+    report["transaction_offsets"] = {tp.partition: meta.offset for tp, meta in committed.items()}
+    report["read_committed"] = read_committed(common, txn_topic)
+
+
+def read_committed(common: dict[str, Any], topic: str) -> list[str]:
+    """Every key of `topic` a read_committed consumer reads to the end, once the last
+    stable offsets have caught up with the log ends (a real Kafka writes the markers
+    after answering the commit)."""
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    reader = KafkaConsumer(isolation_level="read_committed", enable_auto_commit=False, **common)
+    looker = KafkaConsumer(enable_auto_commit=False, **common)
+    deadline = time.monotonic() + TIMEOUT
+    while (ends := reader.end_offsets(partitions)) != looker.end_offsets(partitions):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the transactions' markers")
+        time.sleep(0.1)
+    looker.close()
+    reader.assign(partitions)
+    reader.seek_to_beginning(*partitions)
+    keys: list[str] = []
+    while any(reader.position(tp) < ends[tp] for tp in partitions):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} not read to its end")
+        keys += [m.key.decode() for batch in reader.poll(200).values() for m in batch]
+    reader.close()
+    return keys
 
 
 def group_member(

@@ -43,6 +43,9 @@ SKIPPED = {
     "committed": "kcat has no command to read a group's committed offsets",
     "list_groups": "kcat has no command to list groups",
     "describe_group": "kcat has no command to describe a group",
+    "transactions": "kcat's producer has no transactional mode",
+    "transaction_offsets": "kcat's producer has no transactional mode",
+    "fencing": "kcat's producer has no transactional mode",
     "delete_topic": "kcat has no command to delete topics",
 }
 DELIVERED = re.compile(r"Message delivered to partition (-?\d+) \(offset (-?\d+)\)")

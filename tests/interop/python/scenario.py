@@ -24,6 +24,8 @@ RUN_LIMIT = 60.0  # seconds: a driver that has not finished by then fails its ru
 LATE_INTERVAL = 0.2  # seconds between the late messages of the from_latest step
 LATE_MESSAGES = 100
 CONFIG_RETRIES = 100  # a real Kafka describes a new topic a moment after creating it
+TXN_KEYS = 5  # records each transaction of the transactions step sends
+TXN_OFFSET = 1  # the offset of T's partition 0 the committed transaction sends
 
 
 @dataclass(frozen=True)
@@ -217,3 +219,8 @@ def read_late(send: Callable[[str], None], poll: Callable[[], list[str]]) -> lis
             sent, next_send = sent + 1, time.monotonic() + LATE_INTERVAL
         keys = poll()
     return keys
+
+
+def txn_keys(kind: str) -> list[str]:
+    """The keys one transaction of the transactions step sends: `txn-<kind>-000`, ..."""
+    return [f"txn-{kind}-{i:03d}" for i in range(TXN_KEYS)]

@@ -7,6 +7,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,6 +22,8 @@ const (
 	runLimit   = 60 * time.Second
 	lateEvery  = 200 * time.Millisecond
 	lateLimit  = 100
+	txnRecords = 5                // records each transaction of the transactions step sends
+	txnSettle  = 15 * time.Second // for Kafka to finish a transaction it has answered
 )
 
 type record struct {
@@ -55,6 +58,10 @@ type report struct {
 	GroupOfThree   [][]int32         `json:"group_of_three"`
 	Groups         []string          `json:"groups"`
 	GroupState     string            `json:"group_state"`
+	// Left out when the transactions steps are skipped.
+	ReadCommitted      []string        `json:"read_committed,omitempty"`
+	TransactionOffsets map[int32]int64 `json:"transaction_offsets,omitempty"`
+	Fenced             string          `json:"fenced,omitempty"`
 }
 
 // options is the command line; -version means what each driver makes of it.
@@ -207,3 +214,105 @@ func settle[M holder](members []M, failed <-chan error) ([][]int32, error) {
 }
 
 func ptr[T any](value T) *T { return &value }
+
+// txnKey is record i of a transaction of the transactions step: kind is commit, abort,
+// zombie or after.
+func txnKey(kind string, i int) string { return fmt.Sprintf("txn-%s-%03d", kind, i) }
+
+func txnKeys(kind string) []string {
+	keys := make([]string, txnRecords)
+	for i := range keys {
+		keys[i] = txnKey(kind, i)
+	}
+	return keys
+}
+
+// transactor does the steps transactions, transaction_offsets and fencing with one
+// client's APIs: T-txn and the transactional id (and group) G-txn are its own.
+type transactor interface {
+	// createTopic creates T-txn with 3 partitions.
+	createTopic() error
+	// commit: the first producer commits a transaction of the txn-commit keys, with
+	// the offset 1 of T's partition 0 for group G-txn when offsets.
+	commit(offsets bool) error
+	// abort: the first producer sends the txn-abort keys in a transaction, waits until
+	// they are acknowledged and aborts it.
+	abort() error
+	// fence: a second producer initialises the transactional id; the first's
+	// transaction of txn-zombie-000 fails (its error, as text); the second commits
+	// a transaction of the txn-after keys.
+	fence() (string, error)
+	// transactionOffsets reads G-txn's committed offsets of T.
+	transactionOffsets() (map[int32]int64, error)
+	// readCommitted reads T-txn with read_committed and no group from the earliest
+	// offsets to the end offsets; the keys read.
+	readCommitted() ([]string, error)
+	// close closes the producers.
+	close() error
+}
+
+// transact runs the transactions steps in the catalogue's order: the read of
+// transactions comes after fencing.
+func (s *scenario) transact(t transactor) {
+	if s.skipped("transactions") {
+		return
+	}
+	part := func(step string, action func() error) {
+		s.current.Store(step)
+		if err := action(); err != nil {
+			fail(step, err)
+		}
+	}
+	part("transactions", t.createTopic)
+	part("transactions", func() error { return t.commit(!s.skipped("transaction_offsets")) })
+	part("transactions", t.abort)
+	if !s.skipped("fencing") {
+		part("fencing", func() (err error) {
+			s.Fenced, err = t.fence()
+			if err == nil && s.Fenced == "" {
+				err = errors.New("the fenced producer's transaction did not fail")
+			}
+			return err
+		})
+	}
+	part("transactions", t.close)
+	part("transactions", func() (err error) {
+		s.ReadCommitted, err = t.readCommitted()
+		sort.Strings(s.ReadCommitted)
+		return err
+	})
+	s.Steps = append(s.Steps, "transactions")
+	s.do("transaction_offsets", func() (err error) {
+		s.TransactionOffsets, err = t.transactionOffsets()
+		return err
+	})
+	s.done("fencing")
+}
+
+// settled waits until Kafka has written the markers of the transactions it answered:
+// until the read_committed end offsets (lso) are the high watermarks (hwm); it returns
+// those end offsets.
+func settled(lso, hwm func() (map[int32]int64, error)) (map[int32]int64, error) {
+	deadline := time.Now().Add(txnSettle)
+	for {
+		stable, err := lso()
+		if err != nil {
+			return nil, err
+		}
+		high, err := hwm()
+		if err != nil {
+			return nil, err
+		}
+		same := len(stable) == partitions && len(high) == partitions
+		for partition, offset := range high {
+			same = same && stable[partition] == offset
+		}
+		if same {
+			return stable, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("read_committed end offsets %v, high watermarks %v after %s", stable, high, txnSettle)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -126,6 +126,7 @@ func main() {
 		r.GroupState = described[r.group].State
 		return err
 	})
+	r.transact(&txn{run: r, topic: r.topic + "-txn", id: r.group + "-txn"})
 	r.do("delete_topic", func() error {
 		_, err := r.admin.DeleteTopic(ctx, r.topic)
 		return err
@@ -401,4 +402,201 @@ func (r *run) rebalance() error {
 		m.client.Close() // leaves the group
 	}
 	return nil
+}
+
+// txn does the transactions steps with kgo. The first producer is a
+// GroupTransactSession, franz-go's API for consume-transform-produce: a member of group
+// G-txn consuming T, whose transaction commits the offsets it polled. It starts at T's
+// partition 0 (the others at their ends) and polls one record, so its first
+// transaction commits the offset 1 of partition 0. The second is a plain client with
+// the same transactional id.
+type txn struct {
+	*run
+	topic, id string
+	first     *kgo.GroupTransactSession
+	second    *kgo.Client
+}
+
+func (t *txn) opts(more ...kgo.Opt) []kgo.Opt { return append(slices.Clone(t.base), more...) }
+
+func (t *txn) createTopic() error {
+	_, err := t.admin.CreateTopic(t.ctx, partitions, 1, nil, t.topic)
+	return err
+}
+
+func txnBatch(kind string) []*kgo.Record {
+	var records []*kgo.Record
+	for _, key := range txnKeys(kind) {
+		records = append(records, &kgo.Record{Key: []byte(key), Value: []byte("value-" + key)})
+	}
+	return records
+}
+
+func (t *txn) commit(offsets bool) (err error) {
+	startAt := func(_ context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+		for _, ps := range assigned {
+			for partition := range ps {
+				ps[partition] = kgo.NewOffset().AtEnd()
+				if partition == 0 {
+					ps[partition] = kgo.NewOffset().At(0)
+				}
+			}
+		}
+		return assigned, nil
+	}
+	t.first, err = kgo.NewGroupTransactSession(t.opts(kgo.TransactionalID(t.id), kgo.DefaultProduceTopic(t.topic),
+		kgo.ConsumerGroup(t.id), kgo.ConsumeTopics(t.run.topic), kgo.AdjustFetchOffsetsFn(startAt),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets())...)
+	if err != nil {
+		return err
+	}
+	if offsets {
+		// What the session polls is what its transaction commits: one record.
+		var polled []*kgo.Record
+		for len(polled) == 0 {
+			fetches := t.first.PollRecords(t.ctx, 1)
+			if err := fetches.Err(); err != nil {
+				return fmt.Errorf("polling %s: %w", t.run.topic, err)
+			}
+			polled = fetches.Records()
+		}
+		if got := polled[0]; got.Partition != 0 || got.Offset != 0 {
+			return fmt.Errorf("polled partition %d offset %d, not partition 0 offset 0", got.Partition, got.Offset)
+		}
+	}
+	if err := t.first.Begin(); err != nil {
+		return err
+	}
+	if err := t.first.ProduceSync(t.ctx, txnBatch("commit")...).FirstErr(); err != nil {
+		return err
+	}
+	committed, err := t.first.End(t.ctx, kgo.TryCommit)
+	if err == nil && !committed {
+		err = errors.New("the transaction aborted instead")
+	}
+	return err
+}
+
+func (t *txn) abort() error {
+	if err := t.first.Begin(); err != nil {
+		return err
+	}
+	if err := t.first.ProduceSync(t.ctx, txnBatch("abort")...).FirstErr(); err != nil {
+		return err
+	}
+	_, err := t.first.End(t.ctx, kgo.TryAbort)
+	return err
+}
+
+func (t *txn) fence() (fenced string, err error) {
+	t.second, err = kgo.NewClient(t.opts(kgo.TransactionalID(t.id), kgo.DefaultProduceTopic(t.topic))...)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := t.second.ProducerID(t.ctx); err != nil { // InitProducerId
+		return "", fmt.Errorf("second producer: %w", err)
+	}
+	var failed error
+	if failed = t.first.Begin(); failed == nil {
+		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+		failed = t.first.ProduceSync(ctx, txnBatch("zombie")[:1]...).FirstErr()
+		committed, ended := t.first.End(ctx, kgo.TryCommit)
+		cancel()
+		if failed == nil {
+			failed = ended
+		}
+		if failed == nil && committed {
+			return "", errors.New("the fenced producer committed")
+		}
+	}
+	if err := t.second.BeginTransaction(); err != nil {
+		return "", fmt.Errorf("second producer: %w", err)
+	}
+	if err := t.second.ProduceSync(t.ctx, txnBatch("after")...).FirstErr(); err != nil {
+		return "", fmt.Errorf("second producer: %w", err)
+	}
+	if err := t.second.EndTransaction(t.ctx, kgo.TryCommit); err != nil {
+		return "", fmt.Errorf("second producer: %w", err)
+	}
+	return failed.Error(), nil
+}
+
+func (t *txn) close() error {
+	if t.second != nil {
+		t.second.Close()
+	}
+	t.first.Close() // leaves G-txn
+	return nil
+}
+
+// transactionOffsets asks with require_stable (kadm.RequireStable): Kafka answers
+// UNSTABLE_OFFSET_COMMIT until the commit's markers are written.
+func (t *txn) transactionOffsets() (map[int32]int64, error) {
+	deadline := time.Now().Add(txnSettle)
+	for {
+		fetched, err := t.admin.FetchOffsets(kadm.RequireStable(t.ctx), t.id)
+		if err == nil {
+			err = fetched.Error()
+		}
+		if errors.Is(err, kerr.UnstableOffsetCommit) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		offsets := map[int32]int64{}
+		fetched.Each(func(offset kadm.OffsetResponse) {
+			if offset.Topic == t.run.topic {
+				offsets[offset.Partition] = offset.At
+			}
+		})
+		return offsets, err
+	}
+}
+
+// readCommitted reads T-txn from the start to the end offsets once Kafka has written
+// the markers; kgo hands over the control records (KeepControlRecords), so the reader
+// sees the last offset of each partition, a marker, and knows it is at the end.
+func (t *txn) readCommitted() ([]string, error) {
+	listed := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) func() (map[int32]int64, error) {
+		return func() (map[int32]int64, error) {
+			offsets, err := list(t.ctx, t.topic)
+			if err == nil {
+				err = offsets.Error()
+			}
+			ends := map[int32]int64{}
+			offsets.Each(func(offset kadm.ListedOffset) { ends[offset.Partition] = offset.Offset })
+			return ends, err
+		}
+	}
+	ends, err := settled(listed(t.admin.ListCommittedOffsets), listed(t.admin.ListEndOffsets))
+	if err != nil {
+		return nil, err
+	}
+	consumer, err := kgo.NewClient(t.opts(kgo.ConsumeTopics(t.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	if err != nil {
+		return nil, err
+	}
+	defer consumer.Close()
+	keys := []string{}
+	reading := map[int32]bool{} // the partitions not yet read to their end
+	for partition, end := range ends {
+		if end > 0 {
+			reading[partition] = true
+		}
+	}
+	for len(reading) > 0 {
+		fetches := consumer.PollFetches(t.ctx)
+		if err := fetches.Err(); err != nil {
+			return keys, err
+		}
+		fetches.EachRecord(func(got *kgo.Record) {
+			if !got.Attrs.IsControl() {
+				keys = append(keys, string(got.Key))
+			}
+			if got.Offset >= ends[got.Partition]-1 {
+				delete(reading, got.Partition)
+			}
+		})
+	}
+	return keys, nil
 }

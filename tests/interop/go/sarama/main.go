@@ -112,6 +112,7 @@ func main() {
 		}
 		return err
 	})
+	r.transact(&txn{run: r, admin: admin, client: client, topic: r.topic + "-txn", id: r.group + "-txn"})
 	r.do("delete_topic", func() error { return admin.DeleteTopic(r.topic) })
 
 	client.Close()
@@ -424,4 +425,244 @@ func (r *run) rebalance() error {
 		err = errors.Join(err, m.group.Close())
 	}
 	return err
+}
+
+// txn does the transactions steps with sarama's transactional SyncProducer: the
+// offset goes with the first transaction through AddOffsetsToTxn.
+type txn struct {
+	*run
+	admin         sarama.ClusterAdmin
+	client        sarama.Client
+	topic, id     string
+	first, second sarama.SyncProducer
+}
+
+// producer is a transactional producer of T-txn; sarama initialises the transactional
+// id (InitProducerId) as it creates it.
+func (t *txn) producer() (sarama.SyncProducer, error) {
+	config := t.config()
+	config.Producer.Idempotent = true
+	config.Producer.Transaction.ID = t.id
+	config.Net.MaxOpenRequests = 1
+	return sarama.NewSyncProducer(t.addrs, config)
+}
+
+func (t *txn) messages(kind string) []*sarama.ProducerMessage {
+	var messages []*sarama.ProducerMessage
+	for _, key := range txnKeys(kind) {
+		messages = append(messages, &sarama.ProducerMessage{
+			Topic: t.topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("value-" + key),
+		})
+	}
+	return messages
+}
+
+// send sends messages in a transaction of producer, then ends it with end.
+func send(producer sarama.SyncProducer, messages []*sarama.ProducerMessage, before func() error, end func() error) error {
+	if err := producer.BeginTxn(); err != nil {
+		return err
+	}
+	if err := producer.SendMessages(messages); err != nil {
+		return err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
+	return end()
+}
+
+func (t *txn) createTopic() error {
+	return t.admin.CreateTopic(t.topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
+}
+
+func (t *txn) commit(offsets bool) (err error) {
+	if t.first, err = t.producer(); err != nil {
+		return err
+	}
+	var addOffsets func() error
+	if offsets {
+		addOffsets = func() error {
+			return t.first.AddOffsetsToTxn(map[string][]*sarama.PartitionOffsetMetadata{
+				t.run.topic: {{Partition: 0, Offset: 1}},
+			}, t.id)
+		}
+	}
+	return send(t.first, t.messages("commit"), addOffsets, t.first.CommitTxn)
+}
+
+func (t *txn) abort() error {
+	return send(t.first, t.messages("abort"), nil, t.first.AbortTxn)
+}
+
+func (t *txn) fence() (string, error) {
+	var err error
+	if t.second, err = t.producer(); err != nil {
+		return "", fmt.Errorf("second producer: %w", err)
+	}
+	fenced := t.first.BeginTxn()
+	if fenced == nil {
+		_, _, fenced = t.first.SendMessage(t.messages("zombie")[0])
+		if committed := t.first.CommitTxn(); fenced == nil {
+			fenced = committed
+		}
+	}
+	if fenced == nil {
+		return "", errors.New("the fenced producer committed")
+	}
+	if err := send(t.second, t.messages("after"), nil, t.second.CommitTxn); err != nil {
+		return "", fmt.Errorf("second producer: %w", err)
+	}
+	return fenced.Error(), nil
+}
+
+func (t *txn) close() error {
+	t.first.Close() // fenced: its error again
+	if t.second != nil {
+		return t.second.Close()
+	}
+	return nil
+}
+
+// transactionOffsets asks G-txn's coordinator with require_stable where OffsetFetch has
+// it (v7, Kafka 2.5): until Kafka has written the commit's markers it answers
+// UNSTABLE_OFFSET_COMMIT. Before that it answers what is committed, the transaction's
+// offsets once they are: the driver asks again until some are.
+func (t *txn) transactionOffsets() (map[int32]int64, error) {
+	deadline := time.Now().Add(txnSettle)
+	for {
+		request := sarama.NewOffsetFetchRequest(t.version, t.id, map[string][]int32{t.run.topic: {0, 1, 2}})
+		request.RequireStable = request.Version >= 7
+		coordinator, err := t.client.Coordinator(t.id)
+		if err != nil {
+			return nil, err
+		}
+		fetched, err := coordinator.FetchOffset(request)
+		if err != nil {
+			return nil, err
+		}
+		offsets, unstable := map[int32]int64{}, false
+		for partition := int32(0); partition < partitions; partition++ {
+			block := fetched.GetBlock(t.run.topic, partition)
+			switch {
+			case block == nil:
+				return nil, fmt.Errorf("partition %d missing", partition)
+			case errors.Is(block.Err, sarama.ErrUnstableOffsetCommit):
+				unstable = true
+			case !errors.Is(block.Err, sarama.ErrNoError):
+				return nil, fmt.Errorf("partition %d: %w", partition, block.Err)
+			case block.Offset >= 0: // -1: none committed
+				offsets[partition] = block.Offset
+			}
+		}
+		if (unstable || len(offsets) == 0) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if unstable {
+			return offsets, errors.New("still unstable")
+		}
+		return offsets, nil
+	}
+}
+
+// lastStable lists T-txn's read_committed end offsets: ListOffsets (v2 on, Kafka 0.11)
+// at isolation level read_committed, which client.GetOffset does not set.
+func (t *txn) lastStable() (map[int32]int64, error) {
+	ends := map[int32]int64{}
+	for partition := int32(0); partition < partitions; partition++ {
+		leader, err := t.client.Leader(t.topic, partition)
+		if err != nil {
+			return nil, err
+		}
+		request := sarama.NewOffsetRequest(t.version)
+		request.IsolationLevel = sarama.ReadCommitted
+		request.AddBlock(t.topic, partition, sarama.OffsetNewest, 1)
+		listed, err := leader.GetAvailableOffsets(request)
+		if err != nil {
+			return nil, err
+		}
+		block := listed.GetBlock(t.topic, partition)
+		if block == nil {
+			return nil, fmt.Errorf("partition %d missing", partition)
+		}
+		if !errors.Is(block.Err, sarama.ErrNoError) {
+			return nil, fmt.Errorf("partition %d: %w", partition, block.Err)
+		}
+		ends[partition] = block.Offset
+	}
+	return ends, nil
+}
+
+func (t *txn) highWatermarks() (map[int32]int64, error) {
+	ends := map[int32]int64{}
+	for partition := int32(0); partition < partitions; partition++ {
+		end, err := t.client.GetOffset(t.topic, partition, sarama.OffsetNewest)
+		if err != nil {
+			return nil, err
+		}
+		ends[partition] = end
+	}
+	return ends, nil
+}
+
+// txnQuiet is how long a read_committed partition consumer delivers nothing before the
+// driver takes it to be at the end: sarama keeps its position to itself and drops the
+// control records, the last of each partition, so nothing it delivers says so. The end
+// offsets are stable before it starts, and one fetch answers all of them.
+const txnQuiet = 2 * time.Second
+
+// readCommitted reads T-txn with a read_committed partition consumer per partition,
+// from the oldest offset, once Kafka has written the markers.
+func (t *txn) readCommitted() ([]string, error) {
+	ends, err := settled(t.lastStable, t.highWatermarks)
+	if err != nil {
+		return nil, err
+	}
+	config := t.config()
+	config.Consumer.IsolationLevel = sarama.ReadCommitted
+	consumer, err := sarama.NewConsumer(t.addrs, config)
+	if err != nil {
+		return nil, err
+	}
+	defer consumer.Close()
+	keys := []string{}
+	var mu sync.Mutex
+	var reading sync.WaitGroup
+	failed := make(chan error, partitions)
+	for partition, end := range ends {
+		if end == 0 {
+			continue
+		}
+		reader, err := consumer.ConsumePartition(t.topic, partition, sarama.OffsetOldest)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", partition, err)
+		}
+		reading.Add(1)
+		go func() {
+			defer reading.Done()
+			defer reader.AsyncClose()
+			for {
+				select {
+				case message := <-reader.Messages():
+					if message.Offset >= end {
+						failed <- fmt.Errorf("partition %d: offset %d past the end %d", partition, message.Offset, end)
+						return
+					}
+					mu.Lock()
+					keys = append(keys, string(message.Key))
+					mu.Unlock()
+				case err := <-reader.Errors():
+					failed <- fmt.Errorf("partition %d: %w", partition, err)
+					return
+				case <-time.After(txnQuiet):
+					return
+				}
+			}
+		}()
+	}
+	reading.Wait()
+	close(failed)
+	return keys, <-failed
 }

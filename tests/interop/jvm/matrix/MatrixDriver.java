@@ -20,6 +20,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 
@@ -29,10 +30,12 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -42,8 +45,11 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -58,6 +64,7 @@ public final class MatrixDriver {
     static final long SETTLE_MS = 500; // how long an assignment must hold before it counts
     static final Duration POLL = Duration.ofMillis(100);
     static final Duration CLOSE = Duration.ofSeconds(5);
+    static final int TXN_KEYS = 5; // records each transaction of the transactions step sends
 
     static String bootstrap;
     static String topic;
@@ -263,6 +270,12 @@ public final class MatrixDriver {
             report.put("group_state", described.state().toString());
             steps.add(step);
 
+            transactions(admin, report);
+            // Done in the order fencing, offsets, read_committed; listed in the catalogue's.
+            steps.add("transactions");
+            steps.add("transaction_offsets");
+            steps.add("fencing");
+
             step = "delete_topic";
             await(admin.deleteTopics(List.of(topic)).all());
             steps.add(step);
@@ -270,6 +283,175 @@ public final class MatrixDriver {
             admin.close(CLOSE);
         }
         return report;
+    }
+
+    /**
+     * The transactions, transaction_offsets and fencing steps on T-txn (left for the test
+     * to delete) with the transactional id and the offsets' group G-txn.
+     */
+    static void transactions(Admin admin, Map<String, Object> report) throws Exception {
+        step = "transactions";
+        String txnTopic = topic + "-txn";
+        String txnId = group + "-txn";
+        await(admin.createTopics(List.of(new NewTopic(txnTopic, PARTITIONS, (short) 1))).all());
+        List<TopicPartition> txnPartitions = new ArrayList<>();
+        for (int p = 0; p < PARTITIONS; p++) {
+            txnPartitions.add(new TopicPartition(txnTopic, p));
+        }
+
+        KafkaProducer<String, String> first = transactionalProducer(txnId);
+        KafkaProducer<String, String> second = null;
+        try {
+            first.initTransactions();
+
+            // transactions (+ transaction_offsets): committed with the offset 1 of T-0 for G-txn.
+            first.beginTransaction();
+            List<Future<RecordMetadata>> sent = sendKeys(first, txnTopic, "txn-commit-");
+            step = "transaction_offsets";
+            first.sendOffsetsToTransaction(
+                    Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(1)),
+                    new ConsumerGroupMetadata(txnId));
+            step = "transactions";
+            first.commitTransaction();
+            awaitAll(sent);
+
+            // Aborted once every record is acknowledged: written, then skipped by read_committed.
+            first.beginTransaction();
+            sent = sendKeys(first, txnTopic, "txn-abort-");
+            first.flush();
+            awaitAll(sent);
+            first.abortTransaction();
+
+            step = "fencing";
+            second = transactionalProducer(txnId);
+            second.initTransactions(); // bumps the epoch: the first is a zombie now
+            String fenced = null;
+            try {
+                first.beginTransaction();
+                Future<RecordMetadata> zombie =
+                        first.send(new ProducerRecord<>(txnTopic, "txn-zombie-000", "value-txn-zombie-000"));
+                first.commitTransaction();
+                await(zombie);
+            } catch (Exception error) {
+                if (!isFencing(error)) {
+                    throw error;
+                }
+                fenced = describe(error);
+            }
+            if (fenced == null) {
+                throw new AssertionError("the first producer committed after the second initialised its id");
+            }
+            report.put("fenced", fenced);
+            first.close(CLOSE); // fenced is fatal: it can do nothing more
+            first = null;
+            second.beginTransaction();
+            sent = sendKeys(second, txnTopic, "txn-after-");
+            second.commitTransaction();
+            awaitAll(sent);
+        } finally {
+            if (first != null) {
+                first.close(CLOSE);
+            }
+            if (second != null) {
+                second.close(CLOSE);
+            }
+        }
+
+        step = "transaction_offsets";
+        Map<Integer, Long> txnOffsets = new TreeMap<>();
+        until(() -> {
+            Map<TopicPartition, OffsetAndMetadata> got =
+                    await(admin.listConsumerGroupOffsets(txnId).partitionsToOffsetAndMetadata());
+            txnOffsets.clear();
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : got.entrySet()) {
+                if (entry.getKey().topic().equals(topic) && entry.getValue() != null) {
+                    txnOffsets.put(entry.getKey().partition(), entry.getValue().offset());
+                }
+            }
+            // Kafka makes the offsets visible once the commit's markers are written.
+            if (txnOffsets.isEmpty()) {
+                Thread.sleep(100);
+                return false;
+            }
+            return true;
+        }, () -> txnId + " has no committed offsets of " + topic);
+        report.put("transaction_offsets", txnOffsets);
+
+        step = "transactions";
+        report.put("read_committed", readCommitted(admin, txnPartitions));
+    }
+
+    /** TXN_KEYS keyed records `prefix` + %03d, unacknowledged yet. */
+    static List<Future<RecordMetadata>> sendKeys(KafkaProducer<String, String> producer, String to, String prefix) {
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        for (int i = 0; i < TXN_KEYS; i++) {
+            String key = String.format("%s%03d", prefix, i);
+            sent.add(producer.send(new ProducerRecord<>(to, key, "value-" + key)));
+        }
+        return sent;
+    }
+
+    static void awaitAll(List<Future<RecordMetadata>> sent) throws Exception {
+        for (Future<RecordMetadata> future : sent) {
+            await(future);
+        }
+    }
+
+    /** A zombie's error: fenced by a newer epoch of its transactional id. */
+    static boolean isFencing(Throwable error) {
+        for (Throwable t = error; t != null; t = t.getCause()) {
+            if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * `partitions` read from the earliest offsets to their ends with isolation level
+     * read_committed. Kafka writes a transaction's markers after its EndTxn is answered,
+     * so the ends are taken once the last stable offsets have caught up with the high
+     * watermarks.
+     */
+    static List<String> readCommitted(Admin admin, List<TopicPartition> partitions) throws Exception {
+        Map<Integer, Long> stable = new TreeMap<>();
+        Map<Integer, Long> ends = new TreeMap<>();
+        until(() -> {
+            ends.clear();
+            ends.putAll(listOffsets(admin, partitions, OffsetSpec.latest()));
+            stable.clear();
+            stable.putAll(listOffsets(admin, partitions, OffsetSpec.latest(),
+                    new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)));
+            if (!stable.equals(ends)) {
+                Thread.sleep(50);
+                return false;
+            }
+            return true;
+        }, () -> "last stable offsets " + stable + " short of the high watermarks " + ends);
+
+        List<String> keys = new ArrayList<>();
+        Properties isolation = new Properties();
+        isolation.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        KafkaConsumer<String, String> consumer = consumer(null, "earliest", isolation);
+        try {
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            until(() -> {
+                for (ConsumerRecord<String, String> record : consumer.poll(POLL)) {
+                    keys.add(record.key());
+                }
+                // Positions pass the markers and the aborted records as well.
+                for (TopicPartition tp : partitions) {
+                    if (consumer.position(tp) < ends.get(tp.partition())) {
+                        return false;
+                    }
+                }
+                return true;
+            }, () -> "read " + keys + " up to the ends " + ends);
+        } finally {
+            consumer.close(CLOSE);
+        }
+        return keys;
     }
 
     static Config describeConfigs(Admin admin, ConfigResource resource) throws Exception {
@@ -304,11 +486,17 @@ public final class MatrixDriver {
 
     static Map<Integer, Long> listOffsets(Admin admin, List<TopicPartition> partitions, OffsetSpec spec)
             throws Exception {
+        return listOffsets(admin, partitions, spec, new ListOffsetsOptions());
+    }
+
+    static Map<Integer, Long> listOffsets(
+            Admin admin, List<TopicPartition> partitions, OffsetSpec spec, ListOffsetsOptions options)
+            throws Exception {
         Map<TopicPartition, OffsetSpec> asked = new HashMap<>();
         for (TopicPartition tp : partitions) {
             asked.put(tp, spec);
         }
-        Map<TopicPartition, ListOffsetsResultInfo> answered = await(admin.listOffsets(asked).all());
+        Map<TopicPartition, ListOffsetsResultInfo> answered = await(admin.listOffsets(asked, options).all());
         Map<Integer, Long> out = new TreeMap<>();
         for (TopicPartition tp : partitions) {
             out.put(tp.partition(), answered.get(tp).offset());
@@ -525,6 +713,18 @@ public final class MatrixDriver {
     }
 
     static KafkaProducer<String, String> producer(String codec) {
+        return producer(codec, new Properties());
+    }
+
+    /** Uncompressed, idempotent, with `id` as its transactional id. */
+    static KafkaProducer<String, String> transactionalProducer(String id) {
+        Properties extra = new Properties();
+        extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        extra.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        return producer("none", extra);
+    }
+
+    static KafkaProducer<String, String> producer(String codec, Properties extra) {
         Properties props = common();
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -532,11 +732,16 @@ public final class MatrixDriver {
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
         props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
         props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        props.putAll(extra);
         return new KafkaProducer<>(props);
     }
 
     /** A consumer in `group` (none: assign only), starting where `reset` says without an offset. */
     static KafkaConsumer<String, String> consumer(String group, String reset) {
+        return consumer(group, reset, new Properties());
+    }
+
+    static KafkaConsumer<String, String> consumer(String group, String reset, Properties extra) {
         Properties props = common();
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -552,6 +757,7 @@ public final class MatrixDriver {
             props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "300");
             props.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, "20000");
         }
+        props.putAll(extra);
         return new KafkaConsumer<>(props);
     }
 

@@ -10,7 +10,8 @@ const { Kafka, CompressionCodecs, CompressionTypes, logLevel } = require('kafkaj
 const SnappyCodec = require('kafkajs-snappy')
 const LZ4Codec = require('kafkajs-lz4')
 const driver = require('./driver.cjs')
-const { PARTITIONS, RETENTION_MS, message, lateKey, sharesPartitions, sleep, step, waitFor } = driver
+const { PARTITIONS, RETENTION_MS, message, lateKey, sharesPartitions, sleep, step, txnKeys, waitFor } =
+  driver
 
 const CLIENT = 'kafkajs'
 const VERSION = require('kafkajs/package.json').version
@@ -213,11 +214,126 @@ async function scenario({ bootstrap, topic, group, count }, out, steps) {
   await steps.run('describe_group', async () => {
     out.group_state = (await admin.describeGroups([group])).groups[0].state
   })
+
+  // transactions, transaction_offsets, fencing: the transactions of one transactional id
+  // on T-txn, the offset one of them commits for group G-txn, and a producer fenced by
+  // another that took its transactional id over.
+  const txnTopic = `${topic}-txn`
+  const txnGroup = `${group}-txn`
+  const transactional = () =>
+    kafka.producer({
+      transactionalId: txnGroup,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+    })
+  const sendKeys = (txn, keys) =>
+    txn.send({ topic: txnTopic, acks: -1, messages: keys.map(key => ({ key, value: `value-${key}` })) })
+
+  // Its first transaction() asks the coordinator for the transactional id's producer id
+  // and epoch (connect() gets a plain idempotent one).
+  const txnProducer = transactional()
+  await step('transactions', async () => {
+    const created = await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic: txnTopic, numPartitions: PARTITIONS, replicationFactor: 1 }],
+    })
+    if (!created) throw new Error(`topic ${txnTopic} already exists`)
+    await txnProducer.connect()
+    const committed = await txnProducer.transaction()
+    await sendKeys(committed, txnKeys('commit'))
+    await step('transaction_offsets', () =>
+      committed.sendOffsets({
+        consumerGroupId: txnGroup,
+        topics: [{ topic, partitions: [{ partition: 0, offset: '1' }] }],
+      })
+    )
+    await committed.commit()
+    const aborted = await txnProducer.transaction()
+    await sendKeys(aborted, txnKeys('abort')) // resolves once the broker acknowledged them
+    await aborted.abort()
+  })
+
+  await step('fencing', async () => {
+    // The successor's first transaction() initialises the transactional id: a new epoch.
+    const successor = transactional()
+    await successor.connect()
+    const after = await successor.transaction()
+    out.fenced = await driver.fencedError(async () => {
+      const zombie = await txnProducer.transaction()
+      await sendKeys(zombie, ['txn-zombie-000'])
+      await zombie.commit()
+    }, describeError)
+    await sendKeys(after, txnKeys('after'))
+    await after.commit()
+    await successor.disconnect()
+  })
+  await step('transactional producer close', () => txnProducer.disconnect())
+
+  await step('transaction_offsets', async () => {
+    out.transaction_offsets = await driver.untilCommitted(async () => {
+      const found = {}
+      for (const entry of await admin.fetchOffsets({ groupId: txnGroup, topics: [topic] })) {
+        for (const { partition, offset } of entry.partitions) {
+          if (Number(offset) >= 0) found[partition] = Number(offset)
+        }
+      }
+      return found
+    })
+  })
+
+  await step('transactions', async () => {
+    // kafkajs's consumer needs a group; its default isolation is read_committed.
+    const reader = kafka.consumer({
+      groupId: `${txnGroup}-reader`,
+      readUncommitted: false,
+      allowAutoTopicCreation: false,
+      heartbeatInterval: 500,
+      maxWaitTimeInMs: 500,
+    })
+    // Where each partition's reading got to: the batch events count the markers and the
+    // aborted records too, which eachMessage never sees.
+    const position = {}
+    reader.on(reader.events.END_BATCH_PROCESS, ({ payload }) => {
+      if (payload.topic !== txnTopic) return
+      const next = Number(payload.lastOffset) + 1
+      position[payload.partition] = Math.max(position[payload.partition] || 0, next)
+    })
+    await reader.connect()
+    await reader.subscribe({ topics: [txnTopic], fromBeginning: true })
+    await reader.run({
+      autoCommit: false,
+      eachMessage: async ({ message: { key } }) => {
+        out.read_committed.push(String(key))
+      },
+    })
+    // kafkajs's admin lists offsets read_committed: the last stable offsets.
+    const ends = async () => {
+      const found = {}
+      for (const { partition, high } of await admin.fetchTopicOffsets(txnTopic)) {
+        found[partition] = Number(high)
+      }
+      return found
+    }
+    await driver.readToEnd({
+      ends,
+      positions: () => position,
+      read: out.read_committed,
+      expected: [...txnKeys('commit'), ...txnKeys('after')],
+    })
+    await reader.disconnect()
+  })
+  steps.done('transactions', 'transaction_offsets', 'fencing')
+
   await steps.run('delete_topic', () => admin.deleteTopics({ topics: [topic] }))
   await step('admin close', () => admin.disconnect())
 }
 
-// kafkajs errors name their cause apart from their message.
-driver.run(CLIENT, VERSION, scenario, err =>
-  err && err.cause ? `${err} (caused by ${err.cause})` : String(err)
-)
+// kafkajs errors name their cause apart from their message, and a broker's error by its type.
+function describeError(err) {
+  if (!err) return String(err)
+  const type = err.type ? ` [${err.type}]` : ''
+  return err.cause ? `${err}${type} (caused by ${describeError(err.cause)})` : `${err}${type}`
+}
+
+driver.run(CLIENT, VERSION, scenario, describeError)

@@ -23,6 +23,7 @@ const {
   ConfigResourceTypes,
   ConfigSources,
   Consumer,
+  FetchIsolationLevels,
   MessagesStreamFallbackModes,
   MessagesStreamModes,
   ProduceAcks,
@@ -31,7 +32,8 @@ const {
   stringSerializers,
 } = await import('@platformatic/kafka')
 const { default: driver } = await import('./driver.cjs')
-const { PARTITIONS, RETENTION_MS, message, lateKey, sharesPartitions, sleep, step, waitFor } = driver
+const { PARTITIONS, RETENTION_MS, message, lateKey, sharesPartitions, sleep, step, txnKeys, waitFor } =
+  driver
 
 const CLIENT = '@platformatic/kafka'
 const VERSION = '2.12.1' // package.json's; the package exports no version
@@ -59,10 +61,10 @@ async function scenario({ bootstrap, topic, group, count }, out, steps) {
       maxWaitTime: 500,
       heartbeatInterval: 500,
     })
-  const partitionsOf = (listed, pick) => {
+  const partitionsOf = (listed, pick, of = topic) => {
     const found = {}
     for (const { name, partitions } of listed) {
-      if (name !== topic) continue
+      if (name !== of) continue
       for (const partition of partitions) found[partition.partitionIndex] = pick(partition)
     }
     return found
@@ -178,13 +180,12 @@ async function scenario({ bootstrap, topic, group, count }, out, steps) {
   })
 
   // The offsets of each partition for a time: -1 newest, -2 oldest, or a create time.
-  const offsetsFor = async timestamp => {
+  const offsetsFor = async (timestamp, name = topic, isolationLevel = undefined) => {
     const listed = await admin.listOffsets({
-      topics: [
-        { name: topic, partitions: ALL_PARTITIONS.map(partitionIndex => ({ partitionIndex, timestamp })) },
-      ],
+      isolationLevel,
+      topics: [{ name, partitions: ALL_PARTITIONS.map(partitionIndex => ({ partitionIndex, timestamp })) }],
     })
-    return partitionsOf(listed, p => Number(p.offset))
+    return partitionsOf(listed, p => Number(p.offset), name)
   }
   await steps.run('list_offsets', async () => {
     out.newest = await offsetsFor(-1n)
@@ -266,8 +267,136 @@ async function scenario({ bootstrap, topic, group, count }, out, steps) {
     if (!found) throw new Error(`group ${group} not described`)
     out.group_state = found.state
   })
+
+  // transactions, transaction_offsets, fencing: the transactions of one transactional id
+  // on T-txn, the offset one of them commits for group G-txn, and a producer fenced by
+  // another that took its transactional id over.
+  const txnTopic = `${topic}-txn`
+  const txnGroup = `${group}-txn`
+  const transactional = clientId =>
+    new Producer({
+      ...base,
+      clientId,
+      transactionalId: txnGroup,
+      idempotent: true,
+      serializers: stringSerializers,
+      autocreateTopics: false,
+    })
+  const sendKeys = (txn, keys) =>
+    txn.send({
+      acks: ProduceAcks.ALL,
+      messages: keys.map(key => ({ topic: txnTopic, key, value: `value-${key}` })),
+    })
+  // A producer's first beginTransaction() asks the coordinator for the transactional id's
+  // producer id and epoch (InitProducerId). Unless told otherwise, the client asks with
+  // producer id 0 and epoch 0, which Kafka (KIP-360) takes for "bump my producer id 0":
+  // PRODUCER_FENCED once the id belongs to another producer id, as after any earlier
+  // producer of it. -1 and -1 are what a new producer asks with.
+  const begin = client => client.beginTransaction({ producerId: -1n, producerEpoch: -1 })
+
+  const txnProducer = transactional('platformatic-scenarios-txn')
+  await step('transactions', async () => {
+    await admin.createTopics({ topics: [txnTopic], partitions: PARTITIONS, replicas: 1 })
+    const committed = await begin(txnProducer)
+    await sendKeys(committed, txnKeys('commit'))
+    // Its offsets go with a consumer's records: a member of group G-txn reads T's first
+    // record of partition 0, and the transaction commits the offset after it, 1.
+    const member = consumerOf(txnGroup, 'platformatic-scenarios-txn-member')
+    const stream = await step('transaction_offsets', async () => {
+      const reading = await member.consume({
+        topics: [topic],
+        mode: MessagesStreamModes.EARLIEST,
+      })
+      let first
+      reading.on('data', record => {
+        if (record.partition === 0 && record.offset === 0n) first ??= record
+      })
+      await waitFor(() => first, `${topic}'s record at offset 0 of partition 0`)
+      await committed.addConsumer(member)
+      await committed.addOffset(first)
+      return reading
+    })
+    await committed.commit()
+    await stream.close()
+    await member.close()
+    const aborted = await begin(txnProducer)
+    await sendKeys(aborted, txnKeys('abort')) // resolves once the broker acknowledged them
+    await aborted.abort()
+  })
+
+  await step('fencing', async () => {
+    // The successor's first transaction initialises the transactional id: a new epoch.
+    const successor = transactional('platformatic-scenarios-txn-successor')
+    const after = await begin(successor)
+    out.fenced = await driver.fencedError(async () => {
+      const zombie = await begin(txnProducer)
+      await sendKeys(zombie, ['txn-zombie-000'])
+      await zombie.commit()
+    }, describeError)
+    await sendKeys(after, txnKeys('after'))
+    await after.commit()
+    await successor.close()
+  })
+  await step('transactional producer close', () => txnProducer.close())
+
+  await step('transaction_offsets', async () => {
+    out.transaction_offsets = await driver.untilCommitted(async () => {
+      const listed = await admin.listConsumerGroupOffsets({
+        groups: [{ groupId: txnGroup, topics: [{ name: topic, partitionIndexes: ALL_PARTITIONS }] }],
+      })
+      const found = {}
+      for (const { groupId, topics } of listed) {
+        if (groupId !== txnGroup) continue
+        const offsets = partitionsOf(topics, p => Number(p.committedOffset))
+        for (const [partition, offset] of Object.entries(offsets)) {
+          if (offset >= 0) found[partition] = offset
+        }
+      }
+      return found
+    })
+  })
+
+  await step('transactions', async () => {
+    const reader = consumerOf(`${txnGroup}-reader`, 'platformatic-scenarios-txn-reader')
+    const stream = await reader.consume({
+      topics: [txnTopic],
+      mode: MessagesStreamModes.MANUAL,
+      offsets: ALL_PARTITIONS.map(partition => ({ topic: txnTopic, partition, offset: 0n })),
+      isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+    })
+    stream.on('data', record => out.read_committed.push(record.key))
+    // Where each partition's reading got to: the offset it fetches next, past the markers
+    // and the aborted records too.
+    const positions = () => {
+      const at = {}
+      for (const [key, offset] of stream.offsetsToFetch) {
+        const colon = key.lastIndexOf(':') // "topic:partition"
+        if (key.slice(0, colon) === txnTopic) at[key.slice(colon + 1)] = Number(offset)
+      }
+      return at
+    }
+    await driver.readToEnd({
+      ends: () => offsetsFor(-1n, txnTopic, FetchIsolationLevels.READ_COMMITTED),
+      positions,
+      read: out.read_committed,
+      expected: [...txnKeys('commit'), ...txnKeys('after')],
+    })
+    await stream.close()
+    await reader.close()
+  })
+  steps.done('transactions', 'transaction_offsets', 'fencing')
+
   await steps.run('delete_topic', () => admin.deleteTopics({ topics: [topic] }))
   await step('admin close', () => admin.close())
 }
 
-driver.run(CLIENT, VERSION, scenario)
+// Its errors gather the broker's (apiId: the protocol's name) and each retry's under `errors`.
+function describeError(err) {
+  if (!err || typeof err !== 'object') return String(err)
+  let text = `${err.name || 'Error'}: ${err.message}`
+  if (err.apiId) text += ` [${err.apiId}]`
+  const inner = [...(err.errors || []), ...(err.cause ? [err.cause] : [])]
+  return inner.length ? `${text} (${inner.map(describeError).join('; ')})` : text
+}
+
+driver.run(CLIENT, VERSION, scenario, describeError)
