@@ -29,6 +29,9 @@ API_COLUMNS = (
     "ListOffsets",
     "DescribeGroups",
     "DeleteTopics",
+    "AddPartitionsToTxn",
+    "TxnOffsetCommit",
+    "EndTxn",
 )
 # The catalogue's steps, grouped into the columns the README shows.
 STEP_COLUMNS = {
@@ -43,6 +46,7 @@ STEP_COLUMNS = {
     "from latest": ("from_latest",),
     "rebalance 2 -> 3": ("rebalance",),
     "list / describe groups": ("list_groups", "describe_group"),
+    "transactions, offsets, fencing": ("transactions", "transaction_offsets", "fencing"),
 }
 OUTCOMES = {"PASSED": "passes", "FAILED": "fails"}
 CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")
