@@ -235,9 +235,8 @@ class Probe:
         assert joined.error_code == ErrorCode.none
         return joined.member_id, joined.generation_id
 
-    def begin_transaction(self, transactional_id: str) -> tuple[int, int]:
-        """Initialise a transactional id and open a transaction on partition 0 of the
-        probe topic (InitProducerId v1, AddPartitionsToTxn v1); return id and epoch."""
+    def init_transactional(self, transactional_id: str) -> tuple[int, int]:
+        """Initialise a transactional id (InitProducerId v1); return its id and epoch."""
         init = self.exchange(
             22,
             1,
@@ -247,17 +246,23 @@ class Probe:
             producer_epoch=-1,
         )
         assert init.error_code == ErrorCode.none
+        return init.producer_id, init.producer_epoch
+
+    def begin_transaction(self, transactional_id: str) -> tuple[int, int]:
+        """Initialise a transactional id and open a transaction on partition 0 of the
+        probe topic (AddPartitionsToTxn v1); return its id and epoch."""
+        producer_id, epoch = self.init_transactional(transactional_id)
         added = self.exchange(
             24,
             1,
             v3_and_below_transactional_id=transactional_id,
-            v3_and_below_producer_id=init.producer_id,
-            v3_and_below_producer_epoch=init.producer_epoch,
+            v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=epoch,
             v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}],
         )
         [topic] = added.results_by_topic_v3_and_below
         assert [p.partition_error_code for p in topic.results_by_partition] == [ErrorCode.none]
-        return init.producer_id, init.producer_epoch
+        return producer_id, epoch
 
     def join_and_sync(self, group: str) -> tuple[str, int]:
         member_id, generation = self.join(group)
@@ -587,17 +592,15 @@ def _probe_init_producer_id(probe: Probe, version: int) -> None:
 
 def _probe_add_partitions_to_txn(probe: Probe, version: int) -> None:
     tid = f"probe-add-partitions-v{version}"
-    init = probe.exchange(
-        22, 1, transactional_id=tid, transaction_timeout=60_000, producer_id=-1, producer_epoch=-1
-    )
+    producer_id, epoch = probe.init_transactional(tid)
     topics = [{"name": TOPIC, "partitions": [0]}]
     if version < 4:
         answer = probe.exchange(
             24,
             version,
             v3_and_below_transactional_id=tid,
-            v3_and_below_producer_id=init.producer_id,
-            v3_and_below_producer_epoch=init.producer_epoch,
+            v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=epoch,
             v3_and_below_topics=topics,
         )
         [topic] = answer.results_by_topic_v3_and_below
@@ -608,8 +611,8 @@ def _probe_add_partitions_to_txn(probe: Probe, version: int) -> None:
             transactions=[
                 {
                     "transactional_id": tid,
-                    "producer_id": init.producer_id,
-                    "producer_epoch": init.producer_epoch,
+                    "producer_id": producer_id,
+                    "producer_epoch": epoch,
                     "verify_only": False,
                     "topics": topics,
                 }

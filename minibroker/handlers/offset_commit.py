@@ -15,25 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.handlers._common import NO_THROTTLE, error
-from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers._groups import commit_answer, is_coordinator, requested_offsets
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
 
 
 @api(8, "OffsetCommit", 0, 9)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    offsets = [
-        (
-            topic.name,
-            p.partition_index,
-            p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
-            p.committed_metadata,
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    ]
+    offsets = requested_offsets(request)
     injected = {
         (t, p): int(code) for t, p, *_ in offsets if (code := ctx.injected_error(t, p)) is not None
     }
@@ -49,20 +38,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=offsets,
         )
-    codes = {**codes, **injected}
-    topics = tuple(
-        ctx.make(
-            "OffsetCommitResponseTopic",
-            name=topic.name,
-            partitions=tuple(
-                ctx.make(
-                    "OffsetCommitResponsePartition",
-                    partition_index=p.partition_index,
-                    error_code=error(codes[(topic.name, p.partition_index)]),
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in request.topics
-    )
-    return ctx.response(throttle_time=NO_THROTTLE, topics=topics)
+    return commit_answer(ctx, request, {**codes, **injected}, "OffsetCommit")

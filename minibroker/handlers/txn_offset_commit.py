@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.handlers._common import NO_THROTTLE, error
-from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers._groups import commit_answer, is_coordinator, requested_offsets
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
 from minibroker.state.groups import UNKNOWN_MEMBER
@@ -21,17 +20,7 @@ from minibroker.state.groups import UNKNOWN_MEMBER
 
 @api(28, "TxnOffsetCommit", 0, 4)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    offsets = [
-        (
-            topic.name,
-            p.partition_index,
-            p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
-            p.committed_metadata,
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    ]
+    offsets = requested_offsets(request)
     if not request.group_id:
         codes = {(t, p): rules.INVALID_GROUP_ID for t, p, *_ in offsets}
     elif not is_coordinator(ctx, request.group_id):
@@ -46,19 +35,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=offsets,
         )
-    topics = tuple(
-        ctx.make(
-            "TxnOffsetCommitResponseTopic",
-            name=topic.name,
-            partitions=tuple(
-                ctx.make(
-                    "TxnOffsetCommitResponsePartition",
-                    partition_index=p.partition_index,
-                    error_code=error(codes[(topic.name, p.partition_index)]),
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in request.topics
-    )
-    return ctx.response(throttle_time=NO_THROTTLE, topics=topics)
+    return commit_answer(ctx, request, codes, "TxnOffsetCommit")

@@ -929,17 +929,7 @@ class GroupCoordinator:
             self._touch(now, group, member)
         else:
             return everywhere(rules.UNKNOWN_MEMBER_ID)  # only members commit to a live group
-        results: dict[tuple[str, int], int] = {}
-        for topic, partition, offset, leader_epoch, metadata in offsets:
-            if not self._partition_exists(topic, partition):
-                results[(topic, partition)] = rules.UNKNOWN_TOPIC_OR_PARTITION
-            elif metadata is not None and len(metadata.encode()) > MAX_METADATA_BYTES:
-                results[(topic, partition)] = rules.OFFSET_METADATA_TOO_LARGE
-            else:
-                group.offsets[(topic, partition)] = CommittedOffset(
-                    offset, leader_epoch, metadata, committed_at=now
-                )
-                results[(topic, partition)] = rules.NONE
+        results = self._store(now, offsets, group.offsets)
         if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
             # Safety net: an Empty group keeps an expiry timer at or before its real
             # expiry, which a commit can only move later (re-armed lazily).
@@ -972,7 +962,16 @@ class GroupCoordinator:
             code = rules.ILLEGAL_GENERATION
         if code != rules.NONE:
             return {(t, p): code for t, p, *_ in offsets}
-        pending = group.pending_offsets.setdefault(producer_id, {})
+        return self._store(now, offsets, group.pending_offsets.setdefault(producer_id, {}))
+
+    def _store(
+        self,
+        now: float,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        into: dict[tuple[str, int], CommittedOffset],
+    ) -> dict[tuple[str, int], int]:
+        """Keep each offset of a partition that exists with metadata of at most
+        MAX_METADATA_BYTES; the error code of each."""
         results: dict[tuple[str, int], int] = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
             if not self._partition_exists(topic, partition):
@@ -980,7 +979,7 @@ class GroupCoordinator:
             elif metadata is not None and len(metadata.encode()) > MAX_METADATA_BYTES:
                 results[(topic, partition)] = rules.OFFSET_METADATA_TOO_LARGE
             else:
-                pending[(topic, partition)] = CommittedOffset(
+                into[(topic, partition)] = CommittedOffset(
                     offset, leader_epoch, metadata, committed_at=now
                 )
                 results[(topic, partition)] = rules.NONE

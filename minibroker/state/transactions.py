@@ -198,12 +198,31 @@ class TransactionCoordinator:
         epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> int:
+        return self._add(now, transactional_id, producer_id, epoch, partitions=partitions)
+
+    def add_offsets(
+        self, now: float, transactional_id: str, producer_id: int, epoch: int, group_id: str
+    ) -> int:
+        return self._add(now, transactional_id, producer_id, epoch, groups=(group_id,))
+
+    def _add(
+        self,
+        now: float,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        *,
+        partitions: Iterable[TopicPartition] = (),
+        groups: Iterable[str] = (),
+    ) -> int:
+        """AddPartitionsToTxn and AddOffsetsToTxn: the transaction begins (or goes on)."""
         code = self._check_producer(transactional_id, producer_id, epoch)
         if code != rules.NONE:
             return code
         txn = self.transactions[transactional_id]
         self._begin(now, txn)
         txn.partitions.update(partitions)
+        txn.groups.update(groups)
         return rules.NONE
 
     def verify_partitions(
@@ -220,17 +239,6 @@ class TransactionCoordinator:
             else rules.INVALID_TXN_STATE
             for partition in partitions
         }
-
-    def add_offsets(
-        self, now: float, transactional_id: str, producer_id: int, epoch: int, group_id: str
-    ) -> int:
-        code = self._check_producer(transactional_id, producer_id, epoch)
-        if code != rules.NONE:
-            return code
-        txn = self.transactions[transactional_id]
-        self._begin(now, txn)
-        txn.groups.add(group_id)
-        return rules.NONE
 
     # --- EndTxn ---
 

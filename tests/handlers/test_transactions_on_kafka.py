@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import TopicFactory
+from tests.handlers.test_fetch_limits import Want, fetch
 from tests.rawclient import RawClient, make
 
 FIND_COORDINATOR, INIT, ADD_PARTITIONS, END, PRODUCE = 10, 22, 24, 26, 0
@@ -142,30 +143,7 @@ def latest(client: RawClient, topic: str, index: int, isolation: int) -> int:
 
 
 def fetch_committed(client: RawClient, topic: str, index: int) -> Any:
-    wanted = make(
-        FETCH,
-        11,
-        "FetchPartition",
-        partition=index,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    answer = client.call(
-        FETCH,
-        11,
-        replica_id=-1,
-        max_wait=datetime.timedelta(0),
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=READ_COMMITTED,
-        session_id=0,
-        session_epoch=-1,
-        topics=(make(FETCH, 11, "FetchTopic", topic=topic, partitions=(wanted,)),),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
+    answer = fetch(client, 11, [Want(index)], topic=topic, isolation_level=READ_COMMITTED)
     [partition] = answer.responses[0].partitions
     return partition
 
