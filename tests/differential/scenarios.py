@@ -15,21 +15,24 @@ from collections.abc import Callable
 from confluent_kafka import (
     OFFSET_END,
     Consumer,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import (
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     ConfigResource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 
 TIMEOUT = 20.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-QUIET = {"log_level": 0}  # librdkafka's retries against a missing topic are expected here
+QUIET = {"log_level": 0}
+LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # librdkafka's retries against a missing topic are expected here
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -193,22 +196,39 @@ def admin_calls(bootstrap: str) -> None:
         client.delete_topics(["diff-never-was"])["diff-never-was"].result(TIMEOUT)
 
 
-def read_all(consumer: Consumer, topic: str, partitions: int) -> list[bytes | None]:
-    """Every record a consumer delivers from the start of each partition to its end."""
+def read_all(consumer: Consumer, topic: str, partitions: int) -> list[bytes]:
+    """Every record value a consumer delivers from the start of each partition to its end."""
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[bytes | None] = []
+    got: list[bytes] = []
     at_end: set[int] = set()
     deadline = time.monotonic() + TIMEOUT
     while len(at_end) < partitions and time.monotonic() < deadline:
         message = consumer.poll(0.1)
         if message is None:
             continue
-        if message.error() is None:
-            got.append(message.value())
-        elif message.error().code() == KafkaError._PARTITION_EOF:
-            at_end.add(message.partition())
+        error = message.error()
+        if error is None:
+            got.append(message.value() or b"")
+        elif error.code() == KafkaError._PARTITION_EOF:
+            at_end.add(message.partition() or 0)
     assert len(at_end) == partitions, f"reached the end of {len(at_end)} of {partitions}"
     return got
+
+
+def settled(bootstrap: str, topic: str, partitions: int) -> None:
+    """Wait until read_committed ends where the log ends: Kafka writes a transaction's
+    markers after answering EndTxn (an application waits the same way)."""
+    client = admin(bootstrap)
+    wanted = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def ends(isolation: IsolationLevel) -> list[int]:
+        found = client.list_offsets({tp: LATEST for tp in wanted}, isolation_level=isolation)
+        return [found[tp].result(TIMEOUT).offset for tp in wanted]
+
+    deadline = time.monotonic() + TIMEOUT
+    while ends(IsolationLevel.READ_COMMITTED) != ends(IsolationLevel.READ_UNCOMMITTED):
+        assert time.monotonic() < deadline, f"{topic}'s markers not written"
+        time.sleep(0.05)
 
 
 def transactions(bootstrap: str) -> None:
@@ -242,6 +262,7 @@ def transactions(bootstrap: str) -> None:
     )
     assert stable[0].offset == 6
     producer.abort_transaction(TIMEOUT)
+    settled(bootstrap, "diff-txn", 2)
     committed = read_all(committed_reader, "diff-txn", 2)
     assert sorted(committed) == sorted(f"committed-{i}".encode() for i in range(10))
     uncommitted_reader = Consumer(

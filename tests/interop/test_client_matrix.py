@@ -278,10 +278,10 @@ def check_scenario_report(
         assert report["group_state"] == "Empty"
 
     if "transactions" in done:
-        expected = [f"txn-commit-{i:03d}" for i in range(TXN_KEYS)]
+        committed_keys = [f"txn-commit-{i:03d}" for i in range(TXN_KEYS)]
         if "fencing" in done:
-            expected += [f"txn-after-{i:03d}" for i in range(TXN_KEYS)]
-        assert sorted(report["read_committed"]) == sorted(expected), "read_committed: these"
+            committed_keys += [f"txn-after-{i:03d}" for i in range(TXN_KEYS)]
+        assert sorted(report["read_committed"]) == sorted(committed_keys), "read_committed"
     else:
         assert not {"transaction_offsets", "fencing"} & done, "they are part of transactions"
     if "transaction_offsets" in done:
