@@ -55,7 +55,9 @@ class Transaction:
     # The same as wall time (DescribeTransactions): kept once the transaction completes,
     # NO_START from the next InitProducerId, as Kafka reports it.
     start_wall_ms: int = -1
-    updated_at: float = 0.0  # monotonic, last change (id expiry)
+    # Monotonic: the last InitProducerId or end of a transaction; an id with nothing open
+    # expires transactional.id.expiration.ms after it.
+    updated_at: float = 0.0
 
     def transition(self, target: TxnState) -> None:
         if target not in rules.ALLOWED_TRANSITIONS[self.state]:
@@ -92,7 +94,6 @@ class TransactionCoordinator:
         self._write_markers = write_markers
         self._wall_ms = wall_ms
         self.transactions: dict[str, Transaction] = {}
-        self._by_producer: dict[int, Transaction] = {}
         self._deadlines: list[tuple[float, str]] = []  # (deadline, transactional id)
 
     def _deadline_of(self, txn: Transaction) -> float | None:
@@ -124,7 +125,6 @@ class TransactionCoordinator:
             new_id, new_epoch = self._producer_ids.allocate()
             txn = Transaction(transactional_id, new_id, new_epoch, timeout_ms, updated_at=now)
             self.transactions[transactional_id] = txn
-            self._by_producer[new_id] = txn
             self._schedule(txn)
             return InitResult(rules.NONE, new_id, new_epoch)
         if producer_id != NO_PRODUCER_ID and (producer_id, epoch) != (txn.producer_id, txn.epoch):
@@ -147,9 +147,7 @@ class TransactionCoordinator:
 
     def _bump_epoch(self, txn: Transaction) -> None:
         if txn.epoch >= rules.MAX_EPOCH:
-            del self._by_producer[txn.producer_id]
             txn.producer_id, txn.epoch = self._producer_ids.allocate()
-            self._by_producer[txn.producer_id] = txn
         else:
             txn.epoch += 1
 
@@ -188,7 +186,6 @@ class TransactionCoordinator:
             txn.started_at = now
             txn.start_wall_ms = self._wall_ms()
             self._schedule(txn)
-        txn.updated_at = now
 
     def add_partitions(
         self,
@@ -304,7 +301,6 @@ class TransactionCoordinator:
             else:
                 txn.transition(TxnState.DEAD)
                 del self.transactions[transactional_id]
-                self._by_producer.pop(txn.producer_id, None)
 
     # --- administration ---
 

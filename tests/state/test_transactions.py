@@ -320,3 +320,82 @@ def test_deleting_records_below_an_open_transaction_moves_its_stable_offset_up()
     assert log.last_stable_offset == 0
     log.delete_before(2)
     assert log.last_stable_offset == 2
+
+
+@pytest.mark.parametrize(
+    "state", [TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE]
+)
+def test_a_transaction_being_ended_answers_concurrent_transactions(state: TxnState) -> None:
+    """Markers are written within one request here, so the Prepare states pass unseen;
+    should one remain (a marker write that failed), every request waits for it as on
+    Kafka."""
+    txns, markers = coordinator()
+    init = txns.init_producer_id(0, "tx", TIMEOUT_MS)
+    pid, epoch = init.producer_id, init.epoch
+    txns.add_partitions(0, "tx", pid, epoch, [("a", 0)])
+    txns.transactions["tx"].state = state
+    assert txns.init_producer_id(1, "tx", TIMEOUT_MS).error == rules.CONCURRENT_TRANSACTIONS
+    assert txns.add_partitions(1, "tx", pid, epoch, [("a", 1)]) == rules.CONCURRENT_TRANSACTIONS
+    assert txns.add_offsets(1, "tx", pid, epoch, "g") == rules.CONCURRENT_TRANSACTIONS
+    assert txns.end(1, "tx", pid, epoch, commit=True) == rules.CONCURRENT_TRANSACTIONS
+    assert txns.check_produce("tx", pid, epoch, ("a", 0)) == rules.CONCURRENT_TRANSACTIONS
+    assert markers.written == [], "nothing was written meanwhile"
+
+
+def test_the_shortest_timeout_is_one_millisecond() -> None:
+    txns, _ = coordinator()
+    assert txns.init_producer_id(0, "tx", 1).error == rules.NONE
+    assert txns.transactions["tx"].timeout_ms == 1
+
+
+def test_a_transaction_begun_by_adding_offsets_times_out_too() -> None:
+    txns, markers = coordinator()
+    init = txns.init_producer_id(0, "tx", 10_000)
+    assert txns.add_offsets(3, "tx", init.producer_id, init.epoch, "g") == rules.NONE
+    assert txns.next_deadline() == 13.0
+    txns.tick(13.0)
+    assert markers.written == [([], ["g"], init.producer_id, init.epoch + 1, False)]
+
+
+def test_expiry_counts_from_the_last_init_or_end() -> None:
+    txns, _ = coordinator(transactional_id_expiration_ms=10_000)
+    init = txns.init_producer_id(5, "tx", TIMEOUT_MS)
+    assert txns.next_deadline() == 15.0, "from its creation"
+    txns.add_partitions(6, "tx", init.producer_id, init.epoch, [("a", 0)])
+    txns.end(8, "tx", init.producer_id, init.epoch, commit=True)
+    txns.tick(15.0)
+    assert "tx" in txns.transactions, "ended at 8: it expires at 18"
+    txns.tick(18.0)
+    assert "tx" not in txns.transactions
+
+
+def test_an_expired_id_leaves_no_timer_that_fails_later() -> None:
+    """An id whose transaction ended before its timeout can expire before that timeout
+    would have come; the timeout's old timer finds nothing and is dropped."""
+    txns, _ = coordinator(transactional_id_expiration_ms=1_000, transaction_max_timeout_ms=5_000)
+    init = txns.init_producer_id(0, "tx", 5_000)
+    txns.add_partitions(0, "tx", init.producer_id, init.epoch, [("a", 0)])
+    txns.end(0.5, "tx", init.producer_id, init.epoch, commit=False)
+    txns.tick(1.5)
+    assert "tx" not in txns.transactions
+    txns.tick(5.0)
+    assert txns.next_deadline() is None
+
+
+def test_verify_only_with_a_stale_epoch_is_fenced_for_every_partition() -> None:
+    txns, _ = coordinator()
+    init = txns.init_producer_id(0, "tx", TIMEOUT_MS)
+    txns.add_partitions(0, "tx", init.producer_id, init.epoch, [("a", 0)])
+    assert txns.verify_partitions("tx", init.producer_id, init.epoch - 1, [("a", 0), ("a", 1)]) == {
+        ("a", 0): rules.PRODUCER_FENCED,
+        ("a", 1): rules.PRODUCER_FENCED,
+    }
+
+
+def test_a_new_producer_id_after_an_exhausted_epoch_writes_its_transactions() -> None:
+    txns, _ = coordinator()
+    txns.init_producer_id(0, "tx", TIMEOUT_MS)
+    txns.transactions["tx"].epoch = rules.MAX_EPOCH
+    moved = txns.init_producer_id(0, "tx", TIMEOUT_MS)
+    assert txns.add_partitions(0, "tx", moved.producer_id, 0, [("a", 0)]) == rules.NONE
+    assert txns.check_produce("tx", moved.producer_id, 0, ("a", 0)) == rules.NONE
