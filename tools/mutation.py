@@ -6,9 +6,8 @@
     python tools/mutation.py --survivors 40   # also show the diffs of 40 survivors
 
 mutmut (configured in pyproject's [tool.mutmut]: which modules, which tests) rewrites
-each function of protocol/, state/ and the produce, fetch, metadata, group and
-transaction handlers
-into variants with one small change each (an operator, a constant, a dropped call), runs
+each function of protocol/, state/ and the produce, fetch, metadata, group and transaction
+handlers into variants with one small change each (an operator, a constant, a dropped call), runs
 the tests that reach that function against each variant, and records whether a test
 failed (killed) or none did (survived). A survivor is either a blind spot of the tests
 or a change that cannot alter behaviour (an equivalent mutant); docs/testing.md lists
