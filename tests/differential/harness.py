@@ -140,15 +140,52 @@ def _error_codes(value: Any) -> set[int]:
 FENCING = frozenset({47, 90})
 
 
+def _topic_names(exchanges: Iterable[Exchange]) -> dict[str, str]:
+    """Topic id -> name, from the answers that name both (Metadata, CreateTopics)."""
+    names: dict[str, str] = {}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("name"), str) and value.get("topic_id") is not None:
+                names[str(value["topic_id"])] = value["name"]
+            for inner in value.values():
+                visit(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                visit(inner)
+
+    for exchange in exchanges:
+        visit(exchange.response)
+    return names
+
+
+def _named(value: Any, names: dict[str, str]) -> Any:
+    """`value` with each known topic id's name beside it: ids differ between brokers and
+    are set aside, but requests for different topics (Fetch v13+ names topics by id only)
+    must not look the same."""
+    if isinstance(value, dict):
+        named = {k: _named(v, names) for k, v in value.items()}
+        if str(value.get("topic_id")) in names:
+            named["topic_named"] = names[str(value["topic_id"])]
+        return named
+    if isinstance(value, list):
+        return [_named(v, names) for v in value]
+    return value
+
+
 def first_answers(exchanges: Iterable[Exchange]) -> dict[tuple[str, int, str], Any]:
     """Each distinct (api, version, normalised request) with the first answer to it that
     is not a settling error (or the first answer, when every one is)."""
+    exchanges = list(exchanges)
+    names = _topic_names(exchanges)
     found: dict[tuple[str, int, str], Any] = {}
     for exchange in exchanges:
         if exchange.response is None or exchange.api in NOT_COMPARED:
             continue
-        answer = normalise(exchange.response)
-        request = json.dumps(normalise(exchange.request), sort_keys=True, default=str)
+        answer = normalise(_named(exchange.response, names))
+        request = json.dumps(
+            normalise(_named(exchange.request, names)), sort_keys=True, default=str
+        )
         if _error_codes(answer) & FENCING:
             request += " (fenced)"
         key = (exchange.api, exchange.version, request)
