@@ -314,9 +314,9 @@ def _give_back(
 ) -> None:
     """Return partitions to their previous owner where balance allows.
 
-    A single move back is kept if neither side ends up able to take from, or give to,
-    an eligible member two partitions away; an exchange with a partition the owner did
-    not own before keeps every count and so always keeps the balance.
+    A single move back, or an exchange with a partition the owner did not own before, is
+    kept if neither side ends up able to take from, or give to, an eligible member two
+    partitions away (an exchange keeps every count, but the topics held change).
     """
 
     def unbalanced(member: str) -> bool:
@@ -356,6 +356,14 @@ def _give_back(
                     current[holder].add(other)
                     current[holder].remove(partition)
                     current[owner].add(partition)
+                    if unbalanced(holder) or unbalanced(owner):
+                        # Same counts, other topics: a member subscribed to fewer topics
+                        # may now be able to take from one of them.
+                        current[owner].remove(partition)
+                        current[holder].add(partition)
+                        current[holder].remove(other)
+                        current[owner].add(other)
+                        continue
                     holder_of[partition], holder_of[other] = owner, holder
                     improved = True
                     break

@@ -10,7 +10,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from minibroker.consumer.assign import (
@@ -350,6 +350,24 @@ def test_sticky_changes_nothing_when_the_group_did_not_change(group: Any) -> Non
 
 @settings(max_examples=200, deadline=None)
 @given(rebalances(identical=False))
+# Found by this test: handing t0-0 back to its previous owner in exchange for a t2
+# partition kept every count but let n1 (t0 only) take from it.
+@example(
+    case=(
+        {
+            "0": [("t0", 0), ("t0", 1), ("t0", 2), ("t2", 0), ("t2", 1)],
+            "A": [("t2", 2), ("t2", 3), ("t2", 4), ("t2", 5), ("t2", 6)],
+        },
+        {
+            "0": ["t0", "t1", "t2"],
+            "A": ["t0", "t1", "t2"],
+            "n1": ["t0"],
+            "n2": ["t0"],
+            "n3": ["t0", "t2"],
+        },
+        {"t0": 3, "t1": 0, "t2": 7, "t3": 0},
+    )
+)
 def test_sticky_differing_subscriptions_valid_and_balanced_after_rebalance(case: Any) -> None:
     before, subs, pcounts = case
     previous = {m: PreviousAssignment(tuple(before.get(m, ())), 1) for m in subs}
