@@ -470,7 +470,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         f"- Medians of {plan.runs} run(s); sides interleaved run by run. Machine: "
         f"{os.cpu_count()} CPUs shared with other work (load average {load[0]} at the start, "
         f"{load[1]} at the end), Python {platform.python_version()}, confluent-kafka "
-        f"{client_version()}, Java {_java_version()}.",
+        f"{client_version()}, Java {java_version()}.",
         "- Client settings, every side: librdkafka defaults plus `acks=all` (producers), "
         "`linger.ms=0` for the latency producer, `fetch.queue.backoff.ms=10` and `assign()` "
         "for the throughput consumers, default settings for the first-assignment consumer, "
@@ -505,7 +505,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
     ]
 
 
-def _java_version() -> str:
+def java_version() -> str:
     from minibroker.testing.real_kafka import java_executable
 
     java = java_executable()

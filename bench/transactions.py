@@ -41,7 +41,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from bench.anchors import _java_version
+from bench.anchors import java_version
 from bench.core import (
     CONSUME_TUNED,
     QUIET,
@@ -421,7 +421,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         "other, the order rotating round by round. Machine: "
         f"{os.cpu_count()} CPUs shared with other work (load average {load[0]} at the start, "
         f"{load[1]} at the end), Python {platform.python_version()}, confluent-kafka "
-        f"{client_version()}, Java {_java_version()}.",
+        f"{client_version()}, Java {java_version()}.",
         "- Producer: librdkafka defaults plus `transactional.id` (so idempotence, `acks=all` "
         "and `linger.ms=5`), no keys (the sticky partitioner), 100-byte values; "
         f"`begin_transaction()`, {plan.per_transaction:,} `produce()` calls, "
