@@ -14,6 +14,7 @@ transaction coordinator only (a client's is INVALID_RECORD).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -21,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol import records
-from minibroker.protocol.messages import SplicedResponse
+from minibroker.protocol.messages import SplicedResponse, build, response_class
 from minibroker.protocol.produce_response import (
     ProducePartitionAnswer,
     RecordError,
@@ -63,7 +64,9 @@ class _Rejected(Exception):
         self.record_errors = record_errors or []
 
 
-def _check_timestamps(ctx: RequestContext, batch: bytes, before_ms: int, after_ms: int) -> None:
+def _check_timestamps(
+    ctx: RequestContext, batch: bytes | memoryview, before_ms: int, after_ms: int
+) -> None:
     """Refuse the batch (INVALID_TIMESTAMP) if a record's CreateTime is more than
     `before_ms` behind the broker's clock or `after_ms` ahead of it, as Kafka 3.6+ does
     (LogValidator; records without a timestamp, -1, pass). Every record is decoded: the
@@ -132,7 +135,11 @@ def _check_transaction(
 
 
 def _append(
-    ctx: RequestContext, topic: Topic, index: int, data: bytes | None, transactional_id: str | None
+    ctx: RequestContext,
+    topic: Topic,
+    index: int,
+    data: bytes | memoryview | None,
+    transactional_id: str | None,
 ) -> tuple[int, int]:
     """Validate and append one partition's batch; return (base offset, log append time)."""
     if index < 0 or index >= len(topic.partitions):
@@ -217,8 +224,11 @@ def _partition_response(
     )
 
 
+API_KEY = 0
+
+
 # Listed from v0 (see api_versions); a v0-2 request still closes the connection.
-@api(0, "Produce", 3, 11, advertised_min_version=0)
+@api(API_KEY, "Produce", 3, 11, advertised_min_version=0)
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     acks = request.acks
@@ -276,5 +286,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster.notify_append(log)
     if acks == 0:
         return None
-    response = ctx.response(responses=(), throttle_time=NO_THROTTLE, node_endpoints=())
-    return SplicedResponse(response, pieces, suffix_size(ctx.version), len(request.topic_data))
+    return SplicedResponse(
+        _envelope(ctx.version), pieces, suffix_size(ctx.version), len(request.topic_data)
+    )
+
+
+@cache
+def _envelope(version: int) -> Any:
+    """The response without its topics, the same for every answer of a version."""
+    return build(response_class(API_KEY, version), responses=(), throttle_time=NO_THROTTLE)

@@ -7,6 +7,7 @@ lost), so it raises and the connection must be closed.
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -28,14 +29,15 @@ class FrameReceiver:
     """Receive-side buffers for a transport that reads into memory it is handed.
 
     Memory follows the bytes that arrive, never the size a frame declares: a 4-byte
-    prefix announcing 100 MiB reserves nothing by itself.
+    prefix announcing 100 MiB makes nothing resident by itself.
     - Small frames are cut out of a scratch buffer that starts at `scratch_bytes`, doubles
       (up to `max_scratch_bytes`) only while reads fill it, and `shrink()` returns it to
-      its first size when the connection is idle.
-    - A frame too large for the scratch buffer gets a buffer of its own, at first
-      `first_large_bytes` (or the frame's size, if smaller), doubled each time it fills,
-      so a large produce request is still read from the socket straight into the memory
-      it is handed back in.
+      its first size when the connection is idle. They are copied out as bytes.
+    - A frame too large for the scratch buffer gets memory of its own: an anonymous
+      mapping of the size it declares, whose pages the kernel provides only as the bytes
+      written into them arrive. The socket reads straight into it, and it is handed back
+      as a read-only view that the frame's consumer may keep (a stored record batch is a
+      view of the request it came in): its bytes are written once, by the read.
     Sans-IO: `buffer()` says where the next bytes go, `received(n)` returns whole frames,
     `held` is the memory held now and `partial` whether part of a frame is waiting.
     """
@@ -45,8 +47,7 @@ class FrameReceiver:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         scratch_bytes: int = 16 * 1024,
         *,
-        max_scratch_bytes: int = 256 * 1024,
-        first_large_bytes: int = 64 * 1024,
+        max_scratch_bytes: int = 64 * 1024,
     ) -> None:
         if max_frame_bytes <= 0:
             raise ValueError("max_frame_bytes must be positive")
@@ -55,19 +56,22 @@ class FrameReceiver:
         self.max_frame_bytes = max_frame_bytes
         self._initial_scratch = scratch_bytes
         self._max_scratch = max(scratch_bytes, max_scratch_bytes)
-        self._first_large = max(first_large_bytes, 1)
         self._scratch = bytearray(scratch_bytes)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0  # end of received bytes in scratch
         self._filled_scratch = False  # the last read filled all the space it was given
-        self._large: bytearray | None = None
+        self._large: mmap.mmap | None = None
         self._large_size = 0  # the size the large frame declared
         self._large_filled = 0
 
     @property
     def held(self) -> int:
-        """Bytes of receive memory held now."""
-        return len(self._scratch) + (len(self._large) if self._large is not None else 0)
+        """Bytes of receive memory held now: the scratch buffer, and the pages of a large
+        frame's mapping that its bytes have reached."""
+        own = 0
+        if self._large is not None:
+            own = -(-self._large_filled // mmap.PAGESIZE) * mmap.PAGESIZE
+        return len(self._scratch) + own
 
     @property
     def pending(self) -> int:
@@ -88,11 +92,8 @@ class FrameReceiver:
             self._start = self._end = 0
 
     def buffer(self) -> memoryview:
-        large = self._large
-        if large is not None:
-            if self._large_filled == len(large):
-                large = self._large = _grown(large, min(self._large_size, 2 * len(large)))
-            return memoryview(large)[self._large_filled :]
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled :]
         scratch = self._scratch
         if self._filled_scratch and len(scratch) < self._max_scratch:
             self._filled_scratch = False
@@ -140,9 +141,10 @@ class FrameReceiver:
                 self._start = body_start + size
                 continue
             if size + 4 > len(scratch):
-                # Does not fit: give the frame its own buffer and read the rest into it.
-                large = bytearray(min(size, max(self._first_large, 2 * have)))
-                large[:have] = scratch[body_start : self._end]
+                # Does not fit: give the frame its own memory and read the rest into it.
+                large = _frame_memory(size)
+                with memoryview(scratch) as view:
+                    large[:have] = view[body_start : self._end]
                 self._large, self._large_size, self._large_filled = large, size, have
                 self._start = self._end = 0
             break
@@ -151,9 +153,17 @@ class FrameReceiver:
         return frames
 
 
+def _frame_memory(size: int) -> mmap.mmap:
+    """An anonymous private mapping of `size` bytes: nothing is resident until written."""
+    try:
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as exc:  # out of memory or of mappings: this connection cannot go on
+        raise FrameError(f"no memory for a frame of {size} bytes: {exc}") from exc
+
+
 def _grown(buffer: bytearray, size: int) -> bytearray:
-    """`buffer` extended to `size` bytes: in place when no view of it is alive (a large
-    block is then usually remapped, not copied), else as a copy."""
+    """`buffer` extended to `size` bytes: in place when no view of it is alive, else as a
+    copy."""
     try:
         extra = size - len(buffer)
         while extra > 0:

@@ -37,9 +37,10 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from minibroker.protocol import bounds, legacy
+from minibroker.protocol import bounds, legacy, produce_request
 from minibroker.protocol.bounds import InvalidRequest as InvalidRequest
 
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -170,7 +171,8 @@ def _decoder(api_key: int, version: int) -> tuple[bounds.Checker, _Reader]:
     cls = request_class(api_key, version)
     if cls is None:
         raise LookupError(f"{api_name(api_key)} v{version} is not known")
-    decoder = _decoders[api_key, version] = (bounds.request_checker(cls), _reader(cls))
+    read = produce_request.reader(version) if api_key == PRODUCE_KEY else _reader(cls)
+    decoder = _decoders[api_key, version] = (bounds.request_checker(cls), read)
     return decoder
 
 
@@ -330,19 +332,42 @@ def encode_array(items: list[bytes], flexible: bool) -> bytes:
     return b"".join([array_length(len(items), flexible), *items])
 
 
-def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
-    frame = encode_response(correlation_id, spliced.response)
-    flexible = spliced.response.__flexible__
-    empty = array_length(0, flexible)
-    end = len(frame) - spliced.suffix_size
+# Envelopes of spliced responses (everything but the correlation id and the array), by
+# response: a Produce or Fetch answer's top-level fields are almost always the same.
+_envelopes: dict[Any, tuple[bytes, bytes]] = {}
+MAX_ENVELOPES = 256
+
+
+def _envelope(response: Any, suffix_size: int) -> tuple[bytes, bytes]:
+    """(the bytes between the correlation id and the spliced array, the bytes after it)."""
+    try:
+        return _envelopes[response]
+    except KeyError:
+        cacheable = True
+    except TypeError:  # a field that cannot be hashed: worked out each time
+        cacheable = False
+    frame = encode_response(0, response)
+    empty = array_length(0, response.__flexible__)
+    end = len(frame) - suffix_size
     start = end - len(empty)
     if frame[start:end] != empty:
         raise ValueError("the spliced array is not where the schema puts it")
+    envelope = frame[8:start], frame[end:]
+    if cacheable:
+        if len(_envelopes) >= MAX_ENVELOPES:
+            _envelopes.clear()
+        _envelopes[response] = envelope
+    return envelope
+
+
+def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
+    head, tail = _envelope(spliced.response, spliced.suffix_size)
     items = spliced.items
-    length = array_length(len(items) if spliced.count is None else spliced.count, flexible)
+    count = len(items) if spliced.count is None else spliced.count
+    length = array_length(count, spliced.response.__flexible__)
     # the frame's size is counted first, so that its (possibly many-MB) body is copied once
-    size = (start - 4) + len(length) + sum(map(len, items)) + spliced.suffix_size
-    return b"".join([_SIZE.pack(size), frame[4:start], length, *items, frame[end:]])
+    size = 4 + len(head) + len(length) + sum(map(len, items)) + len(tail)
+    return b"".join([_SIZE.pack(size), _SIZE.pack(correlation_id), head, length, *items, tail])
 
 
 def encode_response(correlation_id: int, response: Any, version: int | None = None) -> bytes:

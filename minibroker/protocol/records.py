@@ -140,9 +140,10 @@ def read_header(data: bytes | bytearray | memoryview, offset: int = 0) -> BatchH
     return BatchHeader(*_HEADER.unpack_from(data, offset))
 
 
-def split_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
-    """Split a records field into batches, checking framing, magic and CRC of each."""
-    batches: list[tuple[BatchHeader, bytes]] = []
+def split_batches(data: bytes | memoryview) -> list[tuple[BatchHeader, bytes | memoryview]]:
+    """Split a records field into batches, checking framing, magic and CRC of each; a
+    batch is a slice of `data` (a view of a view: no copy)."""
+    batches: list[tuple[BatchHeader, bytes | memoryview]] = []
     position = 0
     view = memoryview(data)
     while position < len(data):
@@ -165,7 +166,7 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
     return batches
 
 
-def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
+def with_base_offset(batch: bytes | memoryview, base_offset: int, leader_epoch: int) -> bytes:
     """Return the batch with its base offset and partition leader epoch rewritten, as a
     broker stores it (CRC unaffected)."""
     # join over a view copies the batch once; `+ batch[16:]` would copy it twice
@@ -174,7 +175,7 @@ def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes
         return b"".join((prefix, view[STORED_PREFIX.size :]))
 
 
-def with_log_append_time(batch: bytes, base_offset: int, now_ms: int) -> bytes:
+def with_log_append_time(batch: bytes | memoryview, base_offset: int, now_ms: int) -> bytes:
     """Stamp a batch with LogAppendTime: set the flag and max timestamp, redo the CRC."""
     out = bytearray(batch)
     BASE_OFFSET.pack_into(out, 0, base_offset)
@@ -424,7 +425,7 @@ class _Window:
 
 
 def iter_records(
-    batch: bytes, *, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
+    batch: bytes | memoryview, *, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
 ) -> Iterator[Record]:
     """Decode the records of one batch, decompressing only as far as they are read.
 
@@ -433,7 +434,7 @@ def iter_records(
     DecompressionLimitExceeded when a compressed payload expands beyond the limit.
     """
     header = read_header(batch)
-    payload = batch[HEADER_SIZE : header.total_size]
+    payload = bytes(batch[HEADER_SIZE : header.total_size])  # a stored batch may be a view
     window = _Window(decompress_stream(header.compression, payload, max_decompressed_bytes))
     for _ in range(header.record_count):
         length = window.varint()

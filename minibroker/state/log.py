@@ -1,6 +1,7 @@
 """A partition log: record batches kept as the raw bytes the producer sent.
 
-Appending never decodes or copies records: a batch is kept as it arrived and its
+Appending never decodes or copies records: a batch is kept as it arrived (often a view
+of the request frame the socket read it into) and its
 assigned base offset goes into the index. A fetch writes each batch's base offset, length
 and partition leader epoch (the header fields before the CRC, which Kafka's broker sets
 when it stores a batch) in front of the rest of its bytes while joining the response, the
@@ -49,7 +50,7 @@ class AppendResult:
 
 class PartitionLog:
     def __init__(self) -> None:
-        self._batches: list[bytes] = []
+        self._batches: list[bytes | memoryview] = []
         self._base_offsets = array("q")
         self._max_timestamps = array("q")  # running maximum, for bisection
         self._batch_timestamps = array("q")  # each batch's own max timestamp
@@ -101,7 +102,11 @@ class PartitionLog:
         return len(self._batches)
 
     def append(
-        self, header: BatchHeader, batch: bytes, *, log_append_time_ms: int | None = None
+        self,
+        header: BatchHeader,
+        batch: bytes | memoryview,
+        *,
+        log_append_time_ms: int | None = None,
     ) -> AppendResult:
         base_offset = self.next_offset
         if log_append_time_ms is None:

@@ -5,12 +5,14 @@ follows the bytes that arrive rather than the sizes frames declare."""
 from __future__ import annotations
 
 import itertools
+import mmap
 import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minibroker.protocol import framing
 from minibroker.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameError,
@@ -161,15 +163,15 @@ def test_receiver_cuts_small_and_large_frames_at_any_read_size(step: int) -> Non
 
 def _feed_like_asyncio(receiver: FrameReceiver, stream: bytes, step: int) -> list[bytes]:
     """As asyncio's BufferedProtocol does: the view from buffer() is released before
-    received(), so a large frame's own buffer can grow in place."""
+    received()."""
     return _feed_receiver(receiver, stream, step, release=True)
 
 
 @pytest.mark.parametrize("step", [1000, 4000, 8192])
-def test_a_large_frame_grows_its_buffer_in_place_and_the_next_frame_follows(step: int) -> None:
+def test_a_large_frame_takes_its_own_memory_and_the_next_frame_follows(step: int) -> None:
     bodies = [b"L" * 4097, b"s" * 4, b"M" * 20_000, b"t"]
     stream = b"".join(encode_frame(body) for body in bodies)
-    receiver = FrameReceiver(scratch_bytes=1024, max_scratch_bytes=1024, first_large_bytes=4096)
+    receiver = FrameReceiver(scratch_bytes=1024, max_scratch_bytes=1024)
     assert _feed_like_asyncio(receiver, stream, step) == bodies
     assert not receiver.partial
 
@@ -207,37 +209,88 @@ def test_receiver_rejects_sizes_outside_the_limit(size: int) -> None:
 # --- FrameReceiver: memory follows the bytes that arrive ---
 
 
+def _resident_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
 def test_a_declared_size_reserves_nothing_by_itself() -> None:
-    receiver = FrameReceiver(scratch_bytes=1024, first_large_bytes=4096)
-    target = receiver.buffer()
-    announced = struct.pack(">i", 100 * 1024 * 1024) + b"0123456789"
-    target[: len(announced)] = announced
-    assert receiver.received(len(announced)) == []
-    assert receiver.partial
-    assert receiver.held <= 1024 + 4096
+    receivers = []
+    before = _resident_kib()
+    for _ in range(10):  # 1 GiB announced in all
+        receiver = FrameReceiver(scratch_bytes=1024)
+        target = receiver.buffer()
+        announced = struct.pack(">i", 100 * 1024 * 1024) + b"0123456789"
+        target[: len(announced)] = announced
+        assert receiver.received(len(announced)) == []
+        assert receiver.partial
+        assert receiver.held <= 1024 + mmap.PAGESIZE
+        assert len(receiver.buffer()) == 100 * 1024 * 1024 - 10
+        receivers.append(receiver)
+    assert _resident_kib() - before < 16 * 1024
 
 
-def test_a_large_frame_buffer_grows_as_its_bytes_arrive() -> None:
-    receiver = FrameReceiver(scratch_bytes=1024, first_large_bytes=4096)
+def test_memory_held_by_a_large_frame_follows_its_bytes() -> None:
+    receiver = FrameReceiver(scratch_bytes=1024)
     body = bytes(range(256)) * 1024  # 256 KiB
     stream = encode_frame(body)
-    held: list[int] = []
     frames: list[bytes] = []
     position = 0
     while position < len(stream):
         target = receiver.buffer()
         chunk = stream[position : position + min(8192, len(target))]
         target[: len(chunk)] = chunk
+        target.release()
         frames.extend(bytes(f) for f in receiver.received(len(chunk)))
         position += len(chunk)
-        held.append(receiver.held)
+        if not frames:
+            arrived = position - 4
+            pages = -(-arrived // mmap.PAGESIZE)
+            assert receiver.held == 1024 + pages * mmap.PAGESIZE
     assert frames == [body]
-    # Never more than twice what had arrived (plus the scratch buffer) at any point.
-    arrived = 0
-    for step, holding in enumerate(held):
-        arrived = min(len(stream), (step + 1) * 8192)
-        assert holding <= 1024 + max(4096, 2 * arrived)
+    assert receiver.held == 1024
     assert not receiver.partial
+
+
+def test_a_large_frame_is_kept_by_its_view_after_the_next_frames_arrive() -> None:
+    """A consumer may keep the view of a large frame (a stored record batch): later
+    frames never write over it."""
+    receiver = FrameReceiver(scratch_bytes=64, max_scratch_bytes=64)
+    first, second = b"A" * 5000, b"B" * 5000
+    (kept,) = _receiver_frames(receiver, encode_frame(first))
+    assert _feed_receiver(receiver, encode_frame(second) + encode_frame(b"c"), 100) == [
+        second,
+        b"c",
+    ]
+    assert bytes(kept) == first
+
+
+def _receiver_frames(receiver: FrameReceiver, stream: bytes) -> list[bytes | memoryview]:
+    frames: list[bytes | memoryview] = []
+    position = 0
+    while position < len(stream):
+        target = receiver.buffer()
+        chunk = stream[position : position + len(target)]
+        target[: len(chunk)] = chunk
+        target.release()
+        frames.extend(receiver.received(len(chunk)))
+        position += len(chunk)
+    return frames
+
+
+def test_no_memory_for_a_frame_closes_only_its_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    receiver = FrameReceiver(scratch_bytes=64)
+    monkeypatch.setattr(framing.mmap, "mmap", refuse)
+    with pytest.raises(FrameError, match=r"^no memory for a frame of 1000 bytes: "):
+        _feed_receiver(receiver, encode_frame(b"x" * 1000), 10**9)
 
 
 def test_scratch_grows_under_bulk_reads_and_shrinks_when_idle() -> None:
@@ -273,49 +326,17 @@ def test_shrink_after_growth_keeps_a_partial_frame() -> None:
     assert _feed_receiver(receiver, frame[150:], 10**6) == [b"p" * 300]
 
 
-def test_a_large_frame_buffer_doubles_each_time_it_fills_up_to_the_frame_size() -> None:
-    receiver = FrameReceiver(scratch_bytes=1024, first_large_bytes=4096)
-    body = bytes(range(200)) * 1000  # 200,000 bytes
-    stream = encode_frame(body)
-    sizes: list[int] = []
-    frames: list[bytes] = []
-    position = 0
-    while position < len(stream):
-        target = receiver.buffer()
-        own = receiver.held - 1024  # beside the scratch buffer
-        if not sizes or sizes[-1] != own:
-            sizes.append(own)
-        chunk = stream[position : position + min(8192, len(target))]
-        target[: len(chunk)] = chunk
-        target.release()
-        frames.extend(bytes(f) for f in receiver.received(len(chunk)))
-        position += len(chunk)
-    assert frames == [body]
-    # The scratch buffer alone, then the frame's own: 4 KiB, doubled while it fills,
-    # and the last step only to the size the frame declared.
-    assert sizes == [0, 4096, 8192, 16384, 32768, 65536, 131072, 200_000]
-    assert receiver.held == 1024
-
-
-@pytest.mark.parametrize(
-    ("first_large", "arrived", "own"),
-    [
-        (16, 40, 80),  # twice what had arrived, being more than first_large_bytes
-        (4096, 40, 1000),  # first_large_bytes, but never more than the frame
-        (1, 0, 1),  # a lone size prefix: first_large_bytes, at least 1 byte
-        (0, 0, 1),
-    ],
-)
-def test_a_frame_too_large_for_the_scratch_buffer_gets_its_own_sized_by_what_arrived(
-    first_large: int, arrived: int, own: int
+@pytest.mark.parametrize("arrived", [0, 40, 59])
+def test_a_frame_too_large_for_the_scratch_buffer_gets_its_own_of_its_declared_size(
+    arrived: int,
 ) -> None:
-    receiver = FrameReceiver(scratch_bytes=64, first_large_bytes=first_large)
+    receiver = FrameReceiver(scratch_bytes=64)
     frame = encode_frame(bytes(range(250)) * 4)  # 1,000 bytes
     target = receiver.buffer()
     target[: 4 + arrived] = frame[: 4 + arrived]
     assert receiver.received(4 + arrived) == []
-    assert receiver.held == 64 + own
-    assert len(receiver.buffer()) == own - arrived
+    assert len(receiver.buffer()) == 1000 - arrived
+    assert receiver.pending == arrived
     assert _feed_receiver(receiver, frame[4 + arrived :], 10**9) == [frame[4:]]
 
 
@@ -363,7 +384,7 @@ def test_a_frame_gets_its_own_buffer_only_when_it_does_not_fit_the_scratch_buffe
     assert [bytes(f) for f in frames] == [b"m" * size, b"after"]
     # Its own buffer comes back as a read-only view; one cut out of scratch as bytes.
     assert isinstance(frames[0], memoryview) is own_buffer
-    assert max(held) == (64 + size if own_buffer else 64)
+    assert max(held) == (64 + mmap.PAGESIZE if own_buffer else 64)
 
 
 def test_once_every_frame_is_cut_out_the_whole_scratch_buffer_is_offered_again() -> None:

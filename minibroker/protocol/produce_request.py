@@ -1,0 +1,179 @@
+"""Produce requests (versions 3-11) read without copying their record batches.
+
+kio's reader copies every partition's records into a new bytes object; on a broker that
+keeps them, each copy lands in fresh memory (a page fault per 4 KiB) and costs more than
+all the rest of a Produce. Here each partition's records are a read-only view of the
+frame they arrived in, which the log then keeps as it is: the bytes are written once, by
+the socket read. Everything else is the kio entities kio's reader would build (tests
+compare the two on generated frames at every version).
+
+The frame has been walked by the bounds pass first (`bounds.request_checker`), so every
+length and count here is known to fit; what is still checked is what that pass does not
+look at: that strings are UTF-8.
+
+Layout (Kafka's ProduceRequest.json): transactional_id (nullable string), acks int16,
+timeout_ms int32, topic_data array of { name string, partition_data array of { index
+int32, records nullable bytes } }. From v9 strings, bytes and arrays are compact and
+each struct ends in a tag section (Produce defines no tagged fields: they are skipped).
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from collections.abc import Callable
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
+
+FIRST_VERSION = 3
+LAST_VERSION = 11
+FLEXIBLE_VERSION = 9
+
+_SCHEMAS: dict[int, ModuleType] = {
+    3: v3.request,
+    4: v4.request,
+    5: v5.request,
+    6: v6.request,
+    7: v7.request,
+    8: v8.request,
+    9: v9.request,
+    10: v10.request,
+    11: v11.request,
+}
+
+_INT16 = struct.Struct(">h").unpack_from
+_INT32 = struct.Struct(">i").unpack_from
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+Reader = Callable[[bytes | memoryview, int], tuple[Any, int]]
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint (the bounds pass has refused any longer than 5 bytes)."""
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(buf: memoryview, pos: int) -> int:
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+def _text(raw: memoryview) -> str:
+    return str(raw, "utf-8")
+
+
+def _classic(schema: ModuleType) -> Reader:
+    """v3-8: int16 string lengths, int32 array counts and records lengths, no tags."""
+    request_cls = schema.ProduceRequest
+    topic_cls = schema.TopicProduceData
+    partition_cls = schema.PartitionProduceData
+    timedelta = datetime.timedelta
+
+    def read(frame: bytes | memoryview, pos: int) -> tuple[Any, int]:
+        buf = memoryview(frame).toreadonly()
+        size = _INT16(buf, pos)[0]
+        pos += 2
+        transactional_id = None
+        if size >= 0:
+            transactional_id = _text(buf[pos : pos + size])
+            pos += size
+        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+        pos += 6
+        topic_count = _INT32(buf, pos)[0]
+        pos += 4
+        topics = []
+        for _ in range(topic_count):
+            size = _INT16(buf, pos)[0]
+            name = _text(buf[pos + 2 : pos + 2 + size])
+            pos += 2 + size
+            partition_count = _INT32(buf, pos)[0]
+            pos += 4
+            partitions = []
+            for _ in range(partition_count):
+                index, size = _INT32(buf, pos)[0], _INT32(buf, pos + 4)[0]
+                pos += 8
+                records = None
+                if size >= 0:
+                    records = buf[pos : pos + size]
+                    pos += size
+                partitions.append(partition_cls(index=index, records=records))
+            topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
+        request = request_cls(
+            transactional_id=transactional_id,
+            acks=acks,
+            timeout=timedelta(milliseconds=timeout_ms),
+            topic_data=tuple(topics),
+        )
+        return request, pos
+
+    return read
+
+
+def _flexible(schema: ModuleType) -> Reader:
+    """v9-11: compact strings, arrays and records, a tag section after each struct."""
+    request_cls = schema.ProduceRequest
+    topic_cls = schema.TopicProduceData
+    partition_cls = schema.PartitionProduceData
+    timedelta = datetime.timedelta
+
+    def read(frame: bytes | memoryview, pos: int) -> tuple[Any, int]:
+        buf = memoryview(frame).toreadonly()
+        size, pos = _uvarint(buf, pos)
+        transactional_id = None
+        if size:
+            transactional_id = _text(buf[pos : pos + size - 1])
+            pos += size - 1
+        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+        pos += 6
+        topic_count, pos = _uvarint(buf, pos)
+        topics = []
+        for _ in range(topic_count - 1):
+            size, pos = _uvarint(buf, pos)
+            name = _text(buf[pos : pos + size - 1])
+            pos += size - 1
+            partition_count, pos = _uvarint(buf, pos)
+            partitions = []
+            for _ in range(partition_count - 1):
+                index = _INT32(buf, pos)[0]
+                size, pos = _uvarint(buf, pos + 4)
+                records = None
+                if size:
+                    records = buf[pos : pos + size - 1]
+                    pos += size - 1
+                pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+                partitions.append(partition_cls(index=index, records=records))
+            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+            topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
+        pos = _skip_tags(buf, pos)
+        request = request_cls(
+            transactional_id=transactional_id,
+            acks=acks,
+            timeout=timedelta(milliseconds=timeout_ms),
+            topic_data=tuple(topics),
+        )
+        return request, pos
+
+    return read
+
+
+@cache
+def reader(version: int) -> Reader:
+    """The reader for Produce `version` (3-11): (frame, body offset) -> (request, end)."""
+    if not FIRST_VERSION <= version <= LAST_VERSION:
+        raise LookupError(f"Produce v{version} is not read here")
+    schema = _SCHEMAS[version]
+    return _flexible(schema) if version >= FLEXIBLE_VERSION else _classic(schema)
