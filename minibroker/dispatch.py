@@ -57,7 +57,7 @@ class PendingReply:
     """A long poll: call `finish(final)` until it returns the encoded response."""
 
     deadline: float
-    finish: Callable[[bool], bytes | None]
+    finish: Callable[[bool], messages.Encoded | None]
     wait_keys: tuple[Hashable, ...]
 
 
@@ -66,7 +66,7 @@ class SteppedReply:
     """A response worked out in pieces: each `next(pieces)` does one; the generator
     returns the encoded response. It raises CloseConnection like `dispatch` does."""
 
-    pieces: Generator[None, None, bytes]
+    pieces: Generator[None, None, messages.Encoded]
 
 
 @dataclass(slots=True)
@@ -75,7 +75,7 @@ class FaultedReply:
     before the answer, never answers (`stall`: the connection answers nothing more), or
     closes the connection instead of answering (`close`: the request was served)."""
 
-    outcome: bytes | PendingReply | SteppedReply | None
+    outcome: messages.Encoded | PendingReply | SteppedReply | None
     delay: float = 0.0
     stall: bool = False
     close: bool = False
@@ -91,9 +91,13 @@ class Decoded:
 
 
 class Dispatcher:
-    def __init__(self, cluster: ClusterState, node_id: int, history: int = 1000) -> None:
+    def __init__(
+        self, cluster: ClusterState, node_id: int, history: int = 1000, *, in_pieces: bool = False
+    ) -> None:
         self.cluster = cluster
         self.node_id = node_id
+        # Large answers as FramePieces, for a transport that writes them unjoined.
+        self.in_pieces = in_pieces
         self.recent: deque[RequestRecord] = deque(maxlen=history)
         # Milliseconds of throttle time every answer reports (Cluster.set_throttle).
         self.throttle_ms = 0
@@ -133,7 +137,7 @@ class Dispatcher:
         client_host: str = "",
         *,
         stepped: bool = False,
-    ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
+    ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
         """The outcome of one request frame: `decode`, then `answer`."""
         decoded = self.decode(frame)
         if isinstance(decoded, bytes):
@@ -181,7 +185,7 @@ class Dispatcher:
 
     def answer(
         self, decoded: Decoded, client_host: str = "", *, stepped: bool = False
-    ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
+    ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
         """Serve a decoded request. A handler that works in pieces (`Steps`) is run
         through at once, unless `stepped`: then its pieces are handed back. A fault rule
         that acts on the request (faults.py) changes what happens."""
@@ -206,7 +210,7 @@ class Dispatcher:
 
     def _faulted(
         self, decoded: Decoded, action: Fault, client_host: str, stepped: bool
-    ) -> bytes | PendingReply | SteppedReply | FaultedReply | None:
+    ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
         if action.close:
@@ -245,7 +249,7 @@ class Dispatcher:
         client_host: str,
         stepped: bool,
         fault: Fault | None = None,
-    ) -> bytes | PendingReply | SteppedReply | None:
+    ) -> messages.Encoded | PendingReply | SteppedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
         ctx = RequestContext(self.cluster, self.node_id, header, client_host, fault)
@@ -267,7 +271,7 @@ class Dispatcher:
         if isinstance(result, Pending):
             pending = result
 
-            def finish(final: bool) -> bytes | None:
+            def finish(final: bool) -> messages.Encoded | None:
                 response: Any = pending.poll(final)
                 if response is None:
                     return None
@@ -282,7 +286,7 @@ class Dispatcher:
             pieces = self._pieces(handler, header, result, decoded.request)
             if stepped:
                 return SteppedReply(pieces)
-            encoded: bytes = Steps(pieces).run()
+            encoded: messages.Encoded = Steps(pieces).run()
             return encoded
         return self._encode(header, handler.name, version, correlation_id, result, decoded.request)
 
@@ -304,7 +308,7 @@ class Dispatcher:
         header: messages.RequestHeader,
         steps: Steps,
         request: Any = None,
-    ) -> Generator[None, None, bytes]:
+    ) -> Generator[None, None, messages.Encoded]:
         version, correlation_id = header.api_version, header.correlation_id
         try:
             response = yield from steps.pieces
@@ -322,13 +326,15 @@ class Dispatcher:
         correlation_id: int,
         response: Any,
         request: Any = None,
-    ) -> bytes:
+    ) -> messages.Encoded:
         """The framed answer, recorded as sent; a response the handler built wrongly
         (a field the version cannot carry) closes the connection and says so."""
         if self.throttle_ms:
             response = self._throttled(response)
         try:
-            encoded = messages.encode_response(correlation_id, response, version)
+            encoded = messages.encode_response(
+                correlation_id, response, version, in_pieces=self.in_pieces
+            )
         except Exception as exc:
             log.exception("node %d: %s v%d response failed to encode", self.node_id, name, version)
             self._record(header, name, version, correlation_id, "closed: response failed to encode")
@@ -345,7 +351,7 @@ class Dispatcher:
                     version,
                     correlation_id,
                     request,
-                    encoded,
+                    encoded.joined() if isinstance(encoded, messages.FramePieces) else encoded,
                 )
             )
         return encoded

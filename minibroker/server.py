@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections import deque
 from collections.abc import Hashable, Iterable
 
@@ -24,6 +25,7 @@ from minibroker.dispatch import (
 )
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
+from minibroker.protocol.messages import Encoded, FramePieces
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
 
 log = logging.getLogger("minibroker.server")
@@ -39,6 +41,12 @@ PIPELINE_BYTES = 512 * 1024
 LARGE_REQUEST_BYTES = 256 * 1024
 PRODUCE_KEY = b"\x00\x00"
 GROUP_TIMER_IDLE = 1.0
+# From Python 3.12 a socket transport's writelines() hands the pieces to sendmsg() as
+# they are; before, it joins them. There, answers are joined a chunk at a time instead:
+# the chunk's memory is reused from one to the next, where one join of a many-MB Fetch
+# answer would write it all into fresh pages first.
+ZERO_COPY_WRITELINES = sys.version_info >= (3, 12)
+WRITE_CHUNK_BYTES = 1024 * 1024
 
 
 class WaiterIndex:
@@ -92,7 +100,7 @@ class NodeServer:
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or host
-        self.dispatcher = Dispatcher(cluster, node_id)
+        self.dispatcher = Dispatcher(cluster, node_id, in_pieces=True)
         self.waiters = WaiterIndex()
         self.budget = MemoryBudget(cluster.config.queued_max_request_bytes)
         self._server: asyncio.Server | None = None
@@ -139,7 +147,7 @@ class NodeServer:
         self._server = None
         log.info("broker %d stopped", self.node_id)
 
-    async def finish_long_poll(self, pending: PendingReply) -> bytes | None:
+    async def finish_long_poll(self, pending: PendingReply) -> Encoded | None:
         clock = self.cluster.clock
         while True:
             remaining = pending.deadline - clock.monotonic()
@@ -258,6 +266,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._receiver = FrameReceiver(node.cluster.config.max_frame_bytes)
         self.meter = ConnectionMeter(opened_at=self._loop.time())
         self._frames: deque[bytes | memoryview] = deque()
+        self._unsent: deque[bytes | memoryview] = deque()  # answers not yet written
         self._queued_bytes = 0  # received frames not yet answered
         self._wake = asyncio.Event()
         self._writable = asyncio.Event()
@@ -319,6 +328,7 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._frames.clear()
+        self._unsent.clear()
         self._queued_bytes = 0
         self._wake.set()
         self._writable.set()
@@ -331,6 +341,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
+        if self._unsent:  # the rest of an answer, whatever the task is waiting for
+            self._write_unsent()
 
     # --- control ---
 
@@ -404,7 +416,7 @@ class _Connection(asyncio.BufferedProtocol):
             # requests gets the answers together (librdkafka retires its bootstrap
             # connection as soon as the first Metadata answer names the broker, failing a
             # request still in flight on it), and it saves a send per request.
-            answers: list[bytes] = []
+            answers: list[Encoded] = []
             pending_bytes = 0
             while self._frames:
                 frame = self._frames.popleft()
@@ -475,7 +487,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._node.memory_freed()
 
     @staticmethod
-    async def _work_through(reply: SteppedReply) -> bytes:
+    async def _work_through(reply: SteppedReply) -> Encoded:
         """A large request's response, one piece per turn of the event loop: every other
         connection is served between pieces."""
         pieces = reply.pieces
@@ -483,23 +495,54 @@ class _Connection(asyncio.BufferedProtocol):
             try:
                 next(pieces)
             except StopIteration as done:
-                response: bytes = done.value
+                response: Encoded = done.value
                 return response
             await asyncio.sleep(0)
 
     async def _drained(self) -> None:
         """Wait until the answers written so far are (mostly) sent. A client that does
         not read them is idle meanwhile, and is closed after connections_max_idle_ms."""
-        if self._writable.is_set():
-            return
-        self.meter.busy = False
-        self._account()
-        self._update_reading()
-        await self._writable.wait()
-        self.meter.busy = True
-        self.meter.last_activity = self._loop.time()
+        while True:
+            if not self._writable.is_set():
+                self.meter.busy = False
+                self._account()
+                self._update_reading()
+                await self._writable.wait()
+                self.meter.busy = True
+                self.meter.last_activity = self._loop.time()
+            if not self._unsent:
+                return
+            self._write_unsent()
 
-    def _send(self, answers: list[bytes]) -> None:
-        if answers and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
+    def _send(self, answers: list[Encoded]) -> None:
+        for answer in answers:
+            if isinstance(answer, FramePieces):
+                self._unsent.extend(answer.pieces)
+            else:
+                self._unsent.append(answer)
         answers.clear()
+        self._write_unsent()
+
+    def _write_unsent(self) -> None:
+        """Hand the transport what is waiting to be sent. Before Python 3.12 it gets
+        chunks joined from the pieces only while its buffer is below the high-water mark
+        (`_drained` writes the rest as it drains), so neither the join nor the buffer
+        grows with the answer."""
+        transport, unsent = self._transport, self._unsent
+        if transport is None or transport.is_closing():
+            unsent.clear()
+            return
+        if ZERO_COPY_WRITELINES:
+            # No empty piece: left at the end of the transport's buffer, it would never
+            # be taken out (CPython 3.12.1), and the connection could never close.
+            transport.writelines([piece for piece in unsent if piece])
+            unsent.clear()
+            return
+        while unsent and self._writable.is_set():
+            chunk: list[bytes | memoryview] = []
+            size = 0
+            while unsent and size < WRITE_CHUNK_BYTES:
+                piece = unsent.popleft()
+                chunk.append(piece)
+                size += len(piece)
+            transport.write(chunk[0] if len(chunk) == 1 else b"".join(chunk))

@@ -4,7 +4,10 @@ to one read's requests together, but flushes them before it starts waiting)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import socket
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -116,3 +119,45 @@ def test_answer_before_a_long_poll_is_not_held_back(kafka_broker: Broker) -> Non
         assert correlation_id == 2
         data = fetched.responses[0].partitions[0].records
         assert [r.value for r in records.iter_records(bytes(data))] == [b"wake"]
+
+
+def test_a_many_mib_answer_read_slowly_arrives_whole_and_before_the_next(
+    kafka_broker: Broker,
+) -> None:
+    """A Fetch answer far past the transport's high-water mark, to a client that reads it
+    a little at a time, followed by a pipelined Metadata answer: every batch arrives as
+    stored, in order, and then the next answer."""
+    kafka_broker.create_topic("large", 1)
+    values = [bytes([n]) * 700_000 for n in range(16)]  # about 11 MiB in 16 batches
+    with RawClient(kafka_broker.bootstrap_servers) as producer:
+        for value in values:
+            produced = producer.request(PRODUCE, 9, _produce_one("large", value))
+            assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
+    fetch = _long_poll_fetch("large", datetime.timedelta(0))
+    fetch = dataclasses.replace(
+        fetch,
+        max_bytes=64 << 20,
+        topics=(
+            dataclasses.replace(
+                fetch.topics[0],
+                partitions=(
+                    dataclasses.replace(
+                        fetch.topics[0].partitions[0], partition_max_bytes=64 << 20
+                    ),
+                ),
+            ),
+        ),
+    )
+    stream = encode(FETCH, 12, fetch, 1) + encode(METADATA, 12, _metadata(), 2)
+    with RawClient(kafka_broker.bootstrap_servers, timeout=20) as client:
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        client.send_bytes(stream)
+        time.sleep(0.3)  # the broker fills the socket and waits for it to drain
+        correlation_id, fetched = client.receive(FETCH, 12)
+        assert correlation_id == 1
+        data = bytes(fetched.responses[0].partitions[0].records)
+        batches = records.split_batches(data)
+        assert [r.value for _, b in batches for r in records.iter_records(b)] == values
+        correlation_id, metadata = client.receive(METADATA, 12)
+        assert correlation_id == 2
+        assert [t.name for t in metadata.topics] == ["large"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal, overload
 
 from kio.index import (
     KioIndexError,
@@ -360,24 +360,63 @@ def _envelope(response: Any, suffix_size: int) -> tuple[bytes, bytes]:
     return envelope
 
 
-def _encode_spliced(correlation_id: int, spliced: SplicedResponse) -> bytes:
+@dataclass(frozen=True, slots=True)
+class FramePieces:
+    """An encoded response frame left in pieces (a Fetch answer's record batches are
+    views of the log), for a transport that writes them without joining them first:
+    joining a many-MB answer means writing it into fresh memory, page by page."""
+
+    pieces: list[bytes | memoryview]
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def joined(self) -> bytes:
+        return b"".join(self.pieces)
+
+
+Encoded = bytes | FramePieces
+
+
+def _encode_spliced(
+    correlation_id: int, spliced: SplicedResponse, *, in_pieces: bool = False
+) -> Encoded:
     head, tail = _envelope(spliced.response, spliced.suffix_size)
     items = spliced.items
     count = len(items) if spliced.count is None else spliced.count
     length = array_length(count, spliced.response.__flexible__)
     # the frame's size is counted first, so that its (possibly many-MB) body is copied once
     size = 4 + len(head) + len(length) + sum(map(len, items)) + len(tail)
-    return b"".join([_SIZE.pack(size), _SIZE.pack(correlation_id), head, length, *items, tail])
+    pieces = [_SIZE.pack(size), _SIZE.pack(correlation_id), head, length, *items, tail]
+    if in_pieces:
+        return FramePieces(pieces, size + 4)
+    return b"".join(pieces)
 
 
-def encode_response(correlation_id: int, response: Any, version: int | None = None) -> bytes:
+@overload
+def encode_response(
+    correlation_id: int,
+    response: Any,
+    version: int | None = None,
+    *,
+    in_pieces: Literal[False] = ...,
+) -> bytes: ...
+@overload
+def encode_response(
+    correlation_id: int, response: Any, version: int | None = None, *, in_pieces: bool
+) -> Encoded: ...
+def encode_response(
+    correlation_id: int, response: Any, version: int | None = None, *, in_pieces: bool = False
+) -> Encoded:
     """Serialise a response body with the header its API and version call for. A
     `version` other than the response class's is a legacy version built with its proxy
-    class (protocol/legacy.py)."""
+    class (protocol/legacy.py). With `in_pieces`, a spliced response comes back as
+    FramePieces."""
     if type(response) is SplicedResponse:
         if version is not None and version != response.response.__version__:
             raise TypeError("a legacy version's response cannot be spliced")
-        return _encode_spliced(correlation_id, response)
+        return _encode_spliced(correlation_id, response, in_pieces=in_pieces)
     if version is not None and version != response.__version__:
         return legacy.encode_response(correlation_id, response, response.__api_key__, version)
     out = io.BytesIO()
