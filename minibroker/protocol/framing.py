@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+import sys
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 _SIZE = struct.Struct(">i")
@@ -23,6 +24,13 @@ def encode_frame(body: bytes) -> bytes:
 
 
 _ZEROS = memoryview(bytes(1024 * 1024))
+# A large frame's pages are made resident ahead of its bytes, up to as many again as have
+# arrived (at least POPULATE_STEP): one madvise(MADV_POPULATE_WRITE) call for many pages
+# costs a quarter less than a page fault per page (Linux 5.14+; elsewhere pages fault in
+# one by one as the bytes land).
+POPULATE_STEP = 64 * 1024
+_MADV_POPULATE_WRITE = 23
+_can_populate = sys.platform.startswith("linux")
 
 
 class FrameReceiver:
@@ -34,8 +42,9 @@ class FrameReceiver:
       (up to `max_scratch_bytes`) only while reads fill it, and `shrink()` returns it to
       its first size when the connection is idle. They are copied out as bytes.
     - A frame too large for the scratch buffer gets memory of its own: an anonymous
-      mapping of the size it declares, whose pages the kernel provides only as the bytes
-      written into them arrive. The socket reads straight into it, and it is handed back
+      mapping of the size it declares, whose pages become resident only as its bytes
+      arrive (and ahead of them by at most as many again, or POPULATE_STEP). The socket
+      reads straight into it, and it is handed back
       as a read-only view that the frame's consumer may keep (a stored record batch is a
       view of the request it came in): its bytes are written once, by the read.
     Sans-IO: `buffer()` says where the next bytes go, `received(n)` returns whole frames,
@@ -63,14 +72,15 @@ class FrameReceiver:
         self._large: mmap.mmap | None = None
         self._large_size = 0  # the size the large frame declared
         self._large_filled = 0
+        self._populated = 0  # bytes of the large frame's mapping made resident ahead
 
     @property
     def held(self) -> int:
-        """Bytes of receive memory held now: the scratch buffer, and the pages of a large
-        frame's mapping that its bytes have reached."""
+        """Bytes of receive memory held now: the scratch buffer, and the resident pages of
+        a large frame's mapping."""
         own = 0
         if self._large is not None:
-            own = -(-self._large_filled // mmap.PAGESIZE) * mmap.PAGESIZE
+            own = _pages(max(self._large_filled, self._populated))
         return len(self._scratch) + own
 
     @property
@@ -92,8 +102,14 @@ class FrameReceiver:
             self._start = self._end = 0
 
     def buffer(self) -> memoryview:
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled :]
+        large = self._large
+        if large is not None:
+            filled = self._large_filled
+            if filled >= self._populated:
+                end = _pages(min(self._large_size, filled + max(filled, POPULATE_STEP)))
+                _populate(large, self._populated, end)
+                self._populated = end
+            return memoryview(large)[filled:]
         scratch = self._scratch
         if self._filled_scratch and len(scratch) < self._max_scratch:
             self._filled_scratch = False
@@ -146,6 +162,7 @@ class FrameReceiver:
                 with memoryview(scratch) as view:
                     large[:have] = view[body_start : self._end]
                 self._large, self._large_size, self._large_filled = large, size, have
+                self._populated = have // mmap.PAGESIZE * mmap.PAGESIZE
                 self._start = self._end = 0
             break
         if self._start == self._end:
@@ -156,9 +173,26 @@ class FrameReceiver:
 def _frame_memory(size: int) -> mmap.mmap:
     """An anonymous private mapping of `size` bytes: nothing is resident until written."""
     try:
-        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MAP_PRIVATE"):
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        return mmap.mmap(-1, size)  # pragma: no cover - Windows: demand-zero pages too
     except OSError as exc:  # out of memory or of mappings: this connection cannot go on
         raise FrameError(f"no memory for a frame of {size} bytes: {exc}") from exc
+
+
+def _pages(size: int) -> int:
+    """`size` rounded up to whole pages."""
+    return -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+
+
+def _populate(memory: mmap.mmap, start: int, end: int) -> None:
+    """Make [start, end) of the mapping resident in one call, where the kernel can."""
+    global _can_populate
+    if _can_populate and end > start:
+        try:
+            memory.madvise(_MADV_POPULATE_WRITE, start, end - start)
+        except OSError:  # a kernel before 5.14: pages fault in as bytes land
+            _can_populate = False
 
 
 def _grown(buffer: bytearray, size: int) -> bytearray:
