@@ -76,98 +76,71 @@ def _text(raw: memoryview) -> str:
     return str(raw, "utf-8")
 
 
-def _classic(schema: ModuleType) -> Reader:
+Body = tuple[str | None, int, int, list[Any], int]
+"""transactional id, acks, timeout in ms, topics and the position after them."""
+
+
+def _classic(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> Body:
     """v3-8: int16 string lengths, int32 array counts and records lengths, no tags."""
-    request_cls = schema.ProduceRequest
-    topic_cls = schema.TopicProduceData
-    partition_cls = schema.PartitionProduceData
-    timedelta = datetime.timedelta
-
-    def read(frame: bytes | memoryview, pos: int) -> tuple[Any, int]:
-        buf = memoryview(frame).toreadonly()
+    size = _INT16(buf, pos)[0]
+    pos += 2
+    transactional_id = None
+    if size >= 0:
+        transactional_id = _text(buf[pos : pos + size])
+        pos += size
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    pos += 6
+    topic_count = _INT32(buf, pos)[0]
+    pos += 4
+    topics = []
+    for _ in range(topic_count):
         size = _INT16(buf, pos)[0]
-        pos += 2
-        transactional_id = None
-        if size >= 0:
-            transactional_id = _text(buf[pos : pos + size])
-            pos += size
-        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
-        pos += 6
-        topic_count = _INT32(buf, pos)[0]
+        name = _text(buf[pos + 2 : pos + 2 + size])
+        pos += 2 + size
+        partition_count = _INT32(buf, pos)[0]
         pos += 4
-        topics = []
-        for _ in range(topic_count):
-            size = _INT16(buf, pos)[0]
-            name = _text(buf[pos + 2 : pos + 2 + size])
-            pos += 2 + size
-            partition_count = _INT32(buf, pos)[0]
-            pos += 4
-            partitions = []
-            for _ in range(partition_count):
-                index, size = _INT32(buf, pos)[0], _INT32(buf, pos + 4)[0]
-                pos += 8
-                records = None
-                if size >= 0:
-                    records = buf[pos : pos + size]
-                    pos += size
-                partitions.append(partition_cls(index=index, records=records))
-            topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
-        request = request_cls(
-            transactional_id=transactional_id,
-            acks=acks,
-            timeout=timedelta(milliseconds=timeout_ms),
-            topic_data=tuple(topics),
-        )
-        return request, pos
-
-    return read
+        partitions = []
+        for _ in range(partition_count):
+            index, size = _INT32(buf, pos)[0], _INT32(buf, pos + 4)[0]
+            pos += 8
+            records = None
+            if size >= 0:
+                records = buf[pos : pos + size]
+                pos += size
+            partitions.append(partition_cls(index=index, records=records))
+        topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
+    return transactional_id, acks, timeout_ms, topics, pos
 
 
-def _flexible(schema: ModuleType) -> Reader:
+def _flexible(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> Body:
     """v9-11: compact strings, arrays and records, a tag section after each struct."""
-    request_cls = schema.ProduceRequest
-    topic_cls = schema.TopicProduceData
-    partition_cls = schema.PartitionProduceData
-    timedelta = datetime.timedelta
-
-    def read(frame: bytes | memoryview, pos: int) -> tuple[Any, int]:
-        buf = memoryview(frame).toreadonly()
+    size, pos = _uvarint(buf, pos)
+    transactional_id = None
+    if size:
+        transactional_id = _text(buf[pos : pos + size - 1])
+        pos += size - 1
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    pos += 6
+    topic_count, pos = _uvarint(buf, pos)
+    topics = []
+    for _ in range(topic_count - 1):
         size, pos = _uvarint(buf, pos)
-        transactional_id = None
-        if size:
-            transactional_id = _text(buf[pos : pos + size - 1])
-            pos += size - 1
-        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
-        pos += 6
-        topic_count, pos = _uvarint(buf, pos)
-        topics = []
-        for _ in range(topic_count - 1):
-            size, pos = _uvarint(buf, pos)
-            name = _text(buf[pos : pos + size - 1])
-            pos += size - 1
-            partition_count, pos = _uvarint(buf, pos)
-            partitions = []
-            for _ in range(partition_count - 1):
-                index = _INT32(buf, pos)[0]
-                size, pos = _uvarint(buf, pos + 4)
-                records = None
-                if size:
-                    records = buf[pos : pos + size - 1]
-                    pos += size - 1
-                pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
-                partitions.append(partition_cls(index=index, records=records))
+        name = _text(buf[pos : pos + size - 1])
+        pos += size - 1
+        partition_count, pos = _uvarint(buf, pos)
+        partitions = []
+        for _ in range(partition_count - 1):
+            index = _INT32(buf, pos)[0]
+            size, pos = _uvarint(buf, pos + 4)
+            records = None
+            if size:
+                records = buf[pos : pos + size - 1]
+                pos += size - 1
             pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
-            topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
-        pos = _skip_tags(buf, pos)
-        request = request_cls(
-            transactional_id=transactional_id,
-            acks=acks,
-            timeout=timedelta(milliseconds=timeout_ms),
-            topic_data=tuple(topics),
-        )
-        return request, pos
-
-    return read
+            partitions.append(partition_cls(index=index, records=records))
+        pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+        topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
+    return transactional_id, acks, timeout_ms, topics, _skip_tags(buf, pos)
 
 
 @cache
@@ -176,4 +149,25 @@ def reader(version: int) -> Reader:
     if not FIRST_VERSION <= version <= LAST_VERSION:
         raise LookupError(f"Produce v{version} is not read here")
     schema = _SCHEMAS[version]
-    return _flexible(schema) if version >= FLEXIBLE_VERSION else _classic(schema)
+    read_body = _flexible if version >= FLEXIBLE_VERSION else _classic
+    request_cls, topic_cls, partition_cls = (
+        schema.ProduceRequest,
+        schema.TopicProduceData,
+        schema.PartitionProduceData,
+    )
+    timedelta = datetime.timedelta
+
+    def read(frame: bytes | memoryview, pos: int) -> tuple[Any, int]:
+        buf = memoryview(frame).toreadonly()
+        transactional_id, acks, timeout_ms, topics, end = read_body(
+            buf, pos, topic_cls, partition_cls
+        )
+        request = request_cls(
+            transactional_id=transactional_id,
+            acks=acks,
+            timeout=timedelta(milliseconds=timeout_ms),
+            topic_data=tuple(topics),
+        )
+        return request, end
+
+    return read
