@@ -69,7 +69,7 @@ class FrameReceiver:
         self._start = 0  # first unparsed byte in scratch
         self._end = 0  # end of received bytes in scratch
         self._filled_scratch = False  # the last read filled all the space it was given
-        self._large: mmap.mmap | None = None
+        self._large: mmap.mmap | bytearray | None = None
         self._large_size = 0  # the size the large frame declared
         self._large_filled = 0
         self._populated = 0  # bytes of the large frame's mapping made resident ahead
@@ -78,8 +78,11 @@ class FrameReceiver:
     def held(self) -> int:
         """Bytes of receive memory held now: the scratch buffer, and the resident pages of
         a large frame's mapping."""
+        large = self._large
         own = 0
-        if self._large is not None:
+        if isinstance(large, bytearray):
+            own = len(large)
+        elif large is not None:
             own = _pages(max(self._large_filled, self._populated))
         return len(self._scratch) + own
 
@@ -162,7 +165,10 @@ class FrameReceiver:
                 with memoryview(scratch) as view:
                     large[:have] = view[body_start : self._end]
                 self._large, self._large_size, self._large_filled = large, size, have
-                self._populated = have // mmap.PAGESIZE * mmap.PAGESIZE
+                # a heap buffer is resident whole: nothing to populate
+                self._populated = (
+                    size if isinstance(large, bytearray) else have // mmap.PAGESIZE * mmap.PAGESIZE
+                )
                 self._start = self._end = 0
             break
         if self._start == self._end:
@@ -170,14 +176,20 @@ class FrameReceiver:
         return frames
 
 
-def _frame_memory(size: int) -> mmap.mmap:
-    """An anonymous private mapping of `size` bytes: nothing is resident until written."""
+def _frame_memory(size: int) -> mmap.mmap | bytearray:
+    """An anonymous private mapping of `size` bytes: nothing is resident until written.
+    Where the kernel refuses another mapping (vm.max_map_count, after many retained
+    frames with holes between them), a buffer on the heap, all of it resident."""
     try:
         if hasattr(mmap, "MAP_PRIVATE"):
             return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         return mmap.mmap(-1, size)  # pragma: no cover - Windows: demand-zero pages too
-    except OSError as exc:  # out of memory or of mappings: this connection cannot go on
-        raise FrameError(f"no memory for a frame of {size} bytes: {exc}") from exc
+    except OSError:
+        pass
+    try:
+        return bytearray(size)
+    except MemoryError as exc:  # this connection cannot go on; the others can
+        raise FrameError(f"no memory for a frame of {size} bytes") from exc
 
 
 def _pages(size: int) -> int:
@@ -185,10 +197,10 @@ def _pages(size: int) -> int:
     return -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
 
 
-def _populate(memory: mmap.mmap, start: int, end: int) -> None:
+def _populate(memory: mmap.mmap | bytearray, start: int, end: int) -> None:
     """Make [start, end) of the mapping resident in one call, where the kernel can."""
     global _can_populate
-    if _can_populate and end > start:
+    if _can_populate and end > start and not isinstance(memory, bytearray):
         try:
             memory.madvise(_MADV_POPULATE_WRITE, start, end - start)
         except OSError:  # a kernel before 5.14: pages fault in as bytes land

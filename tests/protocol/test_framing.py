@@ -287,15 +287,38 @@ def _receiver_frames(receiver: FrameReceiver, stream: bytes) -> list[bytes | mem
     return frames
 
 
-def test_no_memory_for_a_frame_closes_only_its_connection(
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise OSError(12, "Cannot allocate memory")
+
+
+def test_a_frame_the_kernel_cannot_map_is_read_into_the_heap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise OSError(12, "Cannot allocate memory")
-
+    monkeypatch.setattr(framing.mmap, "mmap", _refuse)
     receiver = FrameReceiver(scratch_bytes=64)
-    monkeypatch.setattr(framing.mmap, "mmap", refuse)
-    with pytest.raises(FrameError, match=r"^no memory for a frame of 1000 bytes: "):
+    body = bytes(range(250)) * 4
+    target = receiver.buffer()
+    target[:40] = encode_frame(body)[:40]
+    assert receiver.received(40) == []
+    assert receiver.held == 64 + 1000  # all of it resident at once
+    assert _feed_receiver(receiver, encode_frame(body)[40:] + encode_frame(b"n"), 300) == [
+        body,
+        b"n",
+    ]
+
+
+def test_no_memory_at_all_for_a_frame_closes_only_its_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_heap(size: int) -> bytearray:
+        if size == 1000:
+            raise MemoryError
+        return bytearray(size)
+
+    monkeypatch.setattr(framing.mmap, "mmap", _refuse)
+    monkeypatch.setattr(framing, "bytearray", no_heap, raising=False)
+    receiver = FrameReceiver(scratch_bytes=64)
+    with pytest.raises(FrameError, match=r"^no memory for a frame of 1000 bytes$"):
         _feed_receiver(receiver, encode_frame(b"x" * 1000), 10**9)
 
 
