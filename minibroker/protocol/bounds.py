@@ -69,6 +69,7 @@ __all__ = [
     "checker_source",
     "header_checker",
     "request_checker",
+    "uvarint",
 ]
 
 
@@ -111,7 +112,7 @@ _BLOBS = frozenset({"string", "bytes", "records"})
 # section) and calls these for the rest.
 
 
-def _uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
+def uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes and 32 bits; returns (value, new position)."""
     byte = buf[pos]
     if byte < 0x80:
@@ -137,7 +138,7 @@ def _uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
 
 def _compact_blob(buf: Buffer, pos: int, end: int, nullable: bool, where: str) -> int:
     """A compact string/bytes that is null or 127+ bytes long; returns the position after."""
-    size, pos = _uvarint(buf, pos)
+    size, pos = uvarint(buf, pos)
     if size == 0:
         if nullable:
             return pos
@@ -153,7 +154,7 @@ def _compact_count(
 ) -> tuple[int, int]:
     """A compact array count that is null (returned as -1) or over 126 items, which must
     fit in the bytes left at `item_size` bytes or more each."""
-    count, pos = _uvarint(buf, pos)
+    count, pos = uvarint(buf, pos)
     if count == 0:
         if nullable:
             return -1, pos
@@ -166,12 +167,12 @@ def _compact_count(
 
 def _tags(buf: Buffer, pos: int, end: int, known: dict[int, _TagWalker], where: str) -> int:
     """A tagged-field section; returns the position after it."""
-    count, pos = _uvarint(buf, pos)
+    count, pos = uvarint(buf, pos)
     if count > (end - pos) // 2:  # a tag takes at least its id and its size
         raise InvalidRequest(f"{where}: {count} tagged fields in {end - pos} bytes")
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
+        tag, pos = uvarint(buf, pos)
+        size, pos = uvarint(buf, pos)
         if size > end - pos:
             raise InvalidRequest(f"{where}: tag {tag} of {size} bytes, {end - pos} left")
         walk = known.get(tag)
@@ -201,7 +202,7 @@ _RUNTIME: dict[str, Any] = {
     "InvalidRequest": InvalidRequest,
     "StructError": struct.error,
     "_i32": _i32,
-    "_uvarint": _uvarint,
+    "_uvarint": uvarint,
     "_compact_blob": _compact_blob,
     "_compact_count": _compact_count,
     "_tags": _tags,

@@ -44,9 +44,9 @@ class FrameReceiver:
     - A frame too large for the scratch buffer gets memory of its own: an anonymous
       mapping of the size it declares, whose pages become resident only as its bytes
       arrive (and ahead of them by at most as many again, or POPULATE_STEP). The socket
-      reads straight into it, and it is handed back
-      as a read-only view that the frame's consumer may keep (a stored record batch is a
-      view of the request it came in): its bytes are written once, by the read.
+      reads straight into it, and it is handed back as a read-only view that the frame's
+      consumer may keep (a stored record batch is a view of the request it came in): its
+      bytes are written once, by the read.
     Sans-IO: `buffer()` says where the next bytes go, `received(n)` returns whole frames,
     `held` is the memory held now and `partial` whether part of a frame is waiting.
     """

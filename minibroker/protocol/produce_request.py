@@ -28,6 +28,8 @@ from typing import Any
 
 from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
 
+from minibroker.protocol.bounds import uvarint
+
 FIRST_VERSION = 3
 LAST_VERSION = 11
 FLEXIBLE_VERSION = 9
@@ -51,23 +53,11 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 Reader = Callable[[bytes | memoryview, int], tuple[Any, int]]
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint (the bounds pass has refused any longer than 5 bytes)."""
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
 def _skip_tags(buf: memoryview, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
+    count, pos = uvarint(buf, pos)
     for _ in range(count):
-        _, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
+        _, pos = uvarint(buf, pos)
+        size, pos = uvarint(buf, pos)
         pos += size
     return pos
 
@@ -114,24 +104,24 @@ def _classic(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> B
 
 def _flexible(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> Body:
     """v9-11: compact strings, arrays and records, a tag section after each struct."""
-    size, pos = _uvarint(buf, pos)
+    size, pos = uvarint(buf, pos)
     transactional_id = None
     if size:
         transactional_id = _text(buf[pos : pos + size - 1])
         pos += size - 1
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
     pos += 6
-    topic_count, pos = _uvarint(buf, pos)
+    topic_count, pos = uvarint(buf, pos)
     topics = []
     for _ in range(topic_count - 1):
-        size, pos = _uvarint(buf, pos)
+        size, pos = uvarint(buf, pos)
         name = _text(buf[pos : pos + size - 1])
         pos += size - 1
-        partition_count, pos = _uvarint(buf, pos)
+        partition_count, pos = uvarint(buf, pos)
         partitions = []
         for _ in range(partition_count - 1):
             index = _INT32(buf, pos)[0]
-            size, pos = _uvarint(buf, pos + 4)
+            size, pos = uvarint(buf, pos + 4)
             records = None
             if size:
                 records = buf[pos : pos + size - 1]

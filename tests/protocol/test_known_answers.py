@@ -139,11 +139,11 @@ def test_zigzag_varint_decoding(value: int, encoded: str) -> None:
 def test_unsigned_varint_decoding(value: int, encoded: str) -> None:
     data = bytes.fromhex(encoded)
     assert records._read_uvarint32(data, 0) == (value, len(data))  # snappy's preamble
-    assert bounds._uvarint(data, 0) == (value, len(data))  # the request bounds pass
+    assert bounds.uvarint(data, 0) == (value, len(data))  # the request bounds pass
     # with bytes before and after it: the position counts from where it starts
     framed = b"\x81\x82\x83" + data + b"\x00"
     assert records._read_uvarint32(framed, 3) == (value, 3 + len(data))
-    assert bounds._uvarint(framed, 3) == (value, 3 + len(data))
+    assert bounds.uvarint(framed, 3) == (value, 3 + len(data))
 
 
 @pytest.mark.parametrize("encoded", ["8080808010", "ffffffff1f", "ffffffff8f01"])
@@ -153,7 +153,7 @@ def test_an_unsigned_varint_past_32_bits_is_refused(encoded: str) -> None:
     with pytest.raises(
         InvalidRequest, match=r"^varint at offset 2 is longer than 5 bytes or 32 bits$"
     ):
-        bounds._uvarint(b"\x00\x00" + bytes.fromhex(encoded), 2)
+        bounds.uvarint(b"\x00\x00" + bytes.fromhex(encoded), 2)
 
 
 @pytest.mark.parametrize(("value", "encoded"), UNSIGNED_VECTORS)
