@@ -1,14 +1,13 @@
 """A partition log: record batches kept as the raw bytes the producer sent.
 
 Appending never decodes or copies records: a batch is kept as it arrived (often a view
-of the request frame the socket read it into) and its
-assigned base offset goes into the index. A fetch writes each batch's base offset, length
-and partition leader epoch (the header fields before the CRC, which Kafka's broker sets
-when it stores a batch) in front of the rest of its bytes while joining the response, the
-one copy a fetch makes anyway. Two parallel arrays index the batches:
-their base offsets (to find the batch holding an offset) and the running maximum of
-their max timestamps (monotonic, so a timestamp lookup is a bisection, like Kafka's
-time index).
+of the request frame the socket read it into) and its assigned base offset goes into the
+index. A fetch puts each batch's base offset, length and partition leader epoch (the
+header fields before the CRC, which Kafka's broker sets when it stores a batch) in front
+of a view of the rest of its bytes, pieces the server hands to the socket. Two parallel
+arrays index the batches: their base offsets (to find the batch holding an offset) and
+the running maximum of their max timestamps (monotonic, so a timestamp lookup is a
+bisection, like Kafka's time index).
 
 Transactions: a transactional batch opens its producer's transaction in the partition (at
 its base offset) unless one is open; a control batch (a commit or abort marker) closes it.
