@@ -162,6 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     settings = parser.add_argument_group("broker settings (BrokerConfig)")
     for field in dataclasses.fields(BrokerConfig):
+        if not field.metadata.get("flag", True):
+            continue  # Python API only (a mapping)
         flag = _SPELLING.get(field.name, "--" + field.name.replace("_", "-"))
         default = DEFAULT_PORT if field.name == "port" else field.default
         settings.add_argument(

@@ -29,7 +29,9 @@ from minibroker.loop_thread import RunsInThread
 from minibroker.server import GroupTimer, NodeServer
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
+from minibroker.state.credentials import read_users_file
 from minibroker.state.groups import parse_assignment
+from minibroker.state.sessions import Listener
 from minibroker.state.topics import Topic
 
 log = logging.getLogger("minibroker")
@@ -62,14 +64,61 @@ class Cluster(RunsInThread):
         base = config or BrokerConfig()
         self.config = dataclasses.replace(base, host=host, **settings)
         self.state = ClusterState(self.config, clock)
+        self.state.credentials.add_all(self._users(self.config))
         chosen_ports = ports or [self.config.port if brokers == 1 else 0] * brokers
         self.nodes = [
-            NodeServer(self.state, node_id, self.config.host, port, self.config.advertised_host)
+            NodeServer(
+                self.state,
+                node_id,
+                self.config.host,
+                port,
+                self.config.advertised_host,
+                listeners=self._listeners_of(node_id),
+                advertised=self._advertised_of(node_id),
+            )
             for node_id, port in enumerate(chosen_ports)
         ]
         self._group_timer = GroupTimer(self.state)
         self._on_advance: Callable[[], None] = lambda: None
         self._running = False
+
+    @staticmethod
+    def _users(config: BrokerConfig) -> dict[str, str]:
+        users = read_users_file(config.sasl_users_file) if config.sasl_users_file else {}
+        users.update(config.sasl_users or {})
+        return users
+
+    def _listeners_of(self, node_id: int) -> list[Listener] | None:
+        """Node `node_id`'s listeners: `listeners`, a fixed port moved up by the node id."""
+        if self.config.listeners is None:
+            return None
+        return [
+            dataclasses.replace(x, port=x.port + node_id if x.port else 0)
+            for x in self.config.listener_list()
+        ]
+
+    def _advertised_of(self, node_id: int) -> dict[str, tuple[str, int]]:
+        return {
+            name: (host, port + node_id if port else 0)
+            for name, (host, port) in self.config.advertised_addresses().items()
+        }
+
+    def add_user(self, name: str, password: str) -> None:
+        """Let `name` sign in over SASL (PLAIN and SCRAM) with `password`, or change its
+        password. Connections already signed in stay so."""
+        self._on_loop(lambda: self.state.credentials.add_user(name, password))
+
+    def remove_user(self, name: str) -> bool:
+        """Stop `name` signing in over SASL; False if there was no such user."""
+        return self._on_loop(lambda: self.state.credentials.remove_user(name))
+
+    def bootstrap_servers_for(self, listener: str) -> str:
+        """HOST:PORT of every node on the listener named `listener` (e.g. SASL_SSL)."""
+        name = listener.upper()
+        if name not in self.nodes[0].addresses:
+            known = ", ".join(self.nodes[0].addresses) or "none (not started)"
+            raise ValueError(f"no listener named {listener!r}: {known}")
+        return ",".join(host_port(*node.addresses[name]) for node in self.nodes)
 
     # --- lifecycle ---
 

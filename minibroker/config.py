@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from minibroker.protocol import sasl
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from minibroker.protocol.kafka_releases import RELEASES
+from minibroker.state import sessions
+from minibroker.state.sessions import Listener
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes
 
@@ -98,6 +101,52 @@ class BrokerConfig:
         "(transactional.id.expiration.ms)",
     )
 
+    listeners: str | None = _setting(
+        None,
+        "listeners as NAME://HOST:PORT, comma-separated (NAME is PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL, or any name mapped by listener_security_protocol_map; "
+        "port 0 picks a free one). Default: PLAINTEXT on host:port (listeners)",
+    )
+    advertised_listeners: str | None = _setting(
+        None,
+        "NAME://HOST:PORT per listener: the address clients are told for it (port 0: the "
+        "one listened on). Default: advertised_host, or the listening address "
+        "(advertised.listeners)",
+    )
+    listener_security_protocol_map: str | None = _setting(
+        None,
+        "NAME:PROTOCOL pairs, comma-separated, for listeners not named after their security "
+        "protocol (listener.security.protocol.map)",
+    )
+    ssl_certfile: str | None = _setting(
+        None, "PEM file of the certificate (and chain) SSL and SASL_SSL listeners present"
+    )
+    ssl_keyfile: str | None = _setting(None, "PEM file of that certificate's private key")
+    ssl_cafile: str | None = _setting(
+        None, "PEM file of the CAs client certificates are checked against"
+    )
+    ssl_client_auth: str = _setting(
+        "none",
+        "client certificates on SSL listeners: none, requested or required; a client's "
+        "principal is User:<its certificate's subject> (ssl.client.auth)",
+    )
+    sasl_enabled_mechanisms: str = _setting(
+        ",".join(sasl.MECHANISMS),
+        "SASL mechanisms SASL listeners accept, comma-separated (sasl.enabled.mechanisms)",
+    )
+    sasl_users_file: str | None = _setting(
+        None, 'TOML file with a [users] table of name = "password": who may sign in over SASL'
+    )
+    sasl_users: Mapping[str, str] | None = field(
+        default=None,
+        metadata={"help": "users who may sign in over SASL: name -> password", "flag": False},
+    )
+    connections_max_reauth_ms: int = _setting(
+        0,
+        "a SASL session lasts this long; the client re-authenticates within it or its "
+        "connection closes (0: for ever) (connections.max.reauth.ms)",
+    )
+
     record_requests: bool = _setting(
         False,
         "keep every answered request and its answer, decoded, for broker.requests(...) "
@@ -120,11 +169,69 @@ class BrokerConfig:
                 raise ValueError(f"{name}={value!r}: must be at least {least}")
         if self.port > 65535:
             raise ValueError(f"port={self.port!r}: must be at most 65535")
+        if self.ssl_client_auth not in SSL_CLIENT_AUTH:
+            raise ValueError(
+                f"ssl_client_auth={self.ssl_client_auth!r}: must be one of "
+                f"{', '.join(SSL_CLIENT_AUTH)}"
+            )
+        for mechanism in self.mechanisms():
+            if mechanism not in sasl.MECHANISMS:
+                raise ValueError(
+                    f"sasl_enabled_mechanisms={self.sasl_enabled_mechanisms!r}: {mechanism} "
+                    f"is not one of {', '.join(sasl.MECHANISMS)}"
+                )
+        listeners = self.listener_list()
+        self.advertised_addresses()
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ValueError(
+                f"ssl_client_auth={self.ssl_client_auth!r} needs ssl_cafile (the CAs client "
+                "certificates are checked against)"
+            )
+        if any(listener.uses_tls for listener in listeners) and not (
+            self.ssl_certfile and self.ssl_keyfile
+        ):
+            raise ValueError("an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile")
         if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
             raise ValueError(
                 f"group_max_session_timeout_ms={self.group_max_session_timeout_ms!r}: must be "
                 f"at least group_min_session_timeout_ms ({self.group_min_session_timeout_ms})"
             )
+
+    def mechanisms(self) -> tuple[str, ...]:
+        return tuple(m.strip() for m in self.sasl_enabled_mechanisms.split(",") if m.strip())
+
+    def listener_list(self) -> list[Listener]:
+        """The listeners, first one first: `listeners`, or PLAINTEXT on host:port."""
+        if self.listeners is None:
+            return [Listener(sessions.PLAINTEXT, sessions.PLAINTEXT, self.host, self.port)]
+        protocols = _protocol_map(self.listener_security_protocol_map)
+        found = []
+        for name, host, port in _addresses("listeners", self.listeners):
+            protocol = protocols.get(name, name)
+            if protocol not in sessions.SECURITY_PROTOCOLS:
+                raise ValueError(
+                    f"listeners={self.listeners!r}: {name} is not a security protocol; map it "
+                    "to one with listener_security_protocol_map (e.g. INTERNAL:SASL_SSL)"
+                )
+            found.append(Listener(name, protocol, host, port))
+        if not found:
+            raise ValueError("listeners='': at least one listener is needed")
+        return found
+
+    def advertised_addresses(self) -> dict[str, tuple[str, int]]:
+        """listener name -> (host, port) advertised (port 0: the one listened on)."""
+        names = {listener.name for listener in self.listener_list()}
+        if self.advertised_listeners is None:
+            return {}
+        found = {}
+        for name, host, port in _addresses("advertised_listeners", self.advertised_listeners):
+            if name not in names:
+                raise ValueError(
+                    f"advertised_listeners={self.advertised_listeners!r}: {name} is not a "
+                    f"listener ({', '.join(sorted(names))})"
+                )
+            found[name] = (host, port)
+        return found
 
     def broker_configs(self) -> dict[str, str]:
         """What DescribeConfigs reports for the broker: the values in force."""
@@ -149,6 +256,43 @@ class BrokerConfig:
         }
 
 
+SSL_CLIENT_AUTH = ("none", "requested", "required")
+
+
+def _addresses(setting: str, text: str) -> list[tuple[str, str, int]]:
+    """(NAME, HOST, PORT) of each NAME://HOST:PORT in a comma-separated list."""
+    found = []
+    names = set()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not name or not colon or not port_text.isdigit() or int(port_text) > 65535:
+            raise ValueError(f"{setting}={text!r}: {item!r} is not NAME://HOST:PORT")
+        if name in names:
+            raise ValueError(f"{setting}={text!r}: {name} is named twice")
+        names.add(name)
+        found.append((name.upper(), host, int(port_text)))
+    return found
+
+
+def _protocol_map(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    found = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, colon, protocol = item.partition(":")
+        if not colon or protocol.upper() not in sessions.SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"listener_security_protocol_map={text!r}: {item!r} is not NAME:PROTOCOL "
+                f"(PROTOCOL one of {', '.join(sessions.SECURITY_PROTOCOLS)})"
+            )
+        found[name.upper()] = protocol.upper()
+    return found
+
+
 # The least value of each numeric setting (Kafka's where it has one: fetch.max.bytes is
 # at least 1024); below it the broker could not work as its setting says.
 LEAST_VALUES: Mapping[str, float] = {
@@ -171,6 +315,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "group_max_session_timeout_ms": 0,
     "transaction_max_timeout_ms": 1,
     "transactional_id_expiration_ms": 1,
+    "connections_max_reauth_ms": 0,
 }
 
 

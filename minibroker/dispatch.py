@@ -27,10 +27,17 @@ from minibroker.faults import (
     error_response,
 )
 from minibroker.handlers import api_versions
-from minibroker.handlers.registry import ApiHandler, Pending, RequestContext, Steps
+from minibroker.handlers.registry import (
+    OPEN_SESSION,
+    ApiHandler,
+    Pending,
+    RequestContext,
+    Steps,
+)
 from minibroker.inspection import RECORDED_MAX, Recorded
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState
+from minibroker.state.sessions import Refused, Session
 
 log = logging.getLogger("minibroker.requests")
 
@@ -137,21 +144,37 @@ class Dispatcher:
         client_host: str = "",
         *,
         stepped: bool = False,
+        session: Session = OPEN_SESSION,
     ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
         """The outcome of one request frame: `decode`, then `answer`."""
-        decoded = self.decode(frame)
+        decoded = self.decode(frame, session)
         if isinstance(decoded, bytes):
             return decoded
-        return self.answer(decoded, client_host, stepped=stepped)
+        return self.answer(decoded, client_host, stepped=stepped, session=session)
 
-    def decode(self, frame: bytes | memoryview) -> Decoded | bytes:
+    def decode(self, frame: bytes | memoryview, session: Session = OPEN_SESSION) -> Decoded | bytes:
         """The request and its handler, or an answer given without decoding (ApiVersions
-        at a version above the served ones). Touches no cluster state."""
+        at a version above the served ones, a bare SASL token). Touches no cluster state;
+        a connection's SASL exchange moves on (state/sessions.py)."""
+        if not session.unrestricted and session.expects_bare_token:
+            return self._bare_token(frame, session)
         try:
             api_key, version, correlation_id = messages.peek_header_prefix(frame)
         except messages.InvalidRequest as exc:
             self._record(None, "?", -1, -1, "closed: malformed")
             raise CloseConnection(str(exc)) from exc
+        if not session.unrestricted:
+            try:
+                session.admit(api_key, self._now_ms())
+            except Refused as exc:
+                self._record(
+                    None,
+                    messages.api_name(api_key),
+                    version,
+                    correlation_id,
+                    "closed: not authenticated",
+                )
+                raise CloseConnection(str(exc)) from exc
         registered = handlers.HANDLERS.get(api_key)
         name = registered.name if registered is not None else messages.api_name(api_key)
         emulated = self.emulated
@@ -183,8 +206,27 @@ class Dispatcher:
             raise CloseConnection(str(exc)) from exc
         return Decoded(handler, header, request)
 
+    def _now_ms(self) -> int:
+        return int(self.cluster.clock.monotonic() * 1000)
+
+    def _bare_token(self, frame: bytes | memoryview, session: Session) -> bytes:
+        """A SASL token sent without a request header (after SaslHandshake v0), answered
+        with a bare token in a frame of its own."""
+        try:
+            answer = session.bare_token(bytes(frame), self._now_ms())
+        except Refused as exc:
+            self._record(None, "SaslToken", 0, -1, "closed: authentication failed")
+            raise CloseConnection(f"SASL authentication failed: {exc}") from exc
+        self._record(None, "SaslToken", 0, -1, "ok")
+        return len(answer).to_bytes(4, "big") + answer
+
     def answer(
-        self, decoded: Decoded, client_host: str = "", *, stepped: bool = False
+        self,
+        decoded: Decoded,
+        client_host: str = "",
+        *,
+        stepped: bool = False,
+        session: Session = OPEN_SESSION,
     ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
         """Serve a decoded request. A handler that works in pieces (`Steps`) is run
         through at once, unless `stepped`: then its pieces are handed back. A fault rule
@@ -201,15 +243,15 @@ class Dispatcher:
                 )
             )
             if action is not None:
-                return self._faulted(decoded, action, client_host, stepped)
-        return self._serve(decoded, client_host, stepped)
+                return self._faulted(decoded, action, client_host, stepped, session)
+        return self._serve(decoded, client_host, stepped, session=session)
 
     def _topic_name(self, topic_id: Any) -> str | None:
         topic = self.cluster.topics.by_id(topic_id)
         return topic.name if topic is not None else None
 
     def _faulted(
-        self, decoded: Decoded, action: Fault, client_host: str, stepped: bool
+        self, decoded: Decoded, action: Fault, client_host: str, stepped: bool, session: Session
     ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
@@ -238,7 +280,7 @@ class Dispatcher:
             return self._encode(
                 header, handler.name, version, correlation_id, response, decoded.request
             )
-        outcome = self._serve(decoded, client_host, stepped, action)
+        outcome = self._serve(decoded, client_host, stepped, action, session)
         if action.delay or action.lose_response:
             return FaultedReply(outcome, delay=action.delay, close=action.lose_response)
         return outcome
@@ -249,10 +291,11 @@ class Dispatcher:
         client_host: str,
         stepped: bool,
         fault: Fault | None = None,
+        session: Session = OPEN_SESSION,
     ) -> messages.Encoded | PendingReply | SteppedReply | None:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
-        ctx = RequestContext(self.cluster, self.node_id, header, client_host, fault)
+        ctx = RequestContext(self.cluster, self.node_id, header, client_host, fault, session)
         try:
             result = handler.handle(ctx, decoded.request)
         except Exception as exc:

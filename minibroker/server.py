@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import ssl
 import sys
 from collections import deque
 from collections.abc import Hashable, Iterable
 
+from minibroker.config import BrokerConfig
 from minibroker.dispatch import (
     CloseConnection,
     Dispatcher,
@@ -23,10 +26,19 @@ from minibroker.dispatch import (
     PendingReply,
     SteppedReply,
 )
+from minibroker.handlers.registry import OPEN_SESSION
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
+from minibroker.state.sessions import (
+    ANONYMOUS,
+    PLAINTEXT,
+    PRE_AUTH_MAX_FRAME_BYTES,
+    SSL,
+    Listener,
+    Session,
+)
 
 log = logging.getLogger("minibroker.server")
 
@@ -47,6 +59,55 @@ GROUP_TIMER_IDLE = 1.0
 # answer would write it all into fresh pages first.
 ZERO_COPY_WRITELINES = sys.version_info >= (3, 12)
 WRITE_CHUNK_BYTES = 1024 * 1024
+
+
+# Certificate subject attributes as RFC 2253 names them (Kafka's principal is the subject
+# as Java's X500Principal.getName() writes it).
+_RDN_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def principal_of(certificate: dict[str, object] | None) -> str:
+    """User:<subject> of a client certificate (most specific part first, as RFC 2253
+    writes it), or User:ANONYMOUS without one."""
+    subject = (certificate or {}).get("subject")
+    if not subject:
+        return ANONYMOUS
+    parts = []
+    for rdn in reversed(subject):  # type: ignore[call-overload]
+        parts.append("+".join(f"{_RDN_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn))
+    return "User:" + ",".join(parts)
+
+
+def _escape(value: str) -> str:
+    escaped = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+    if escaped.startswith(("#", " ")):
+        escaped = "\\" + escaped
+    return escaped[:-1] + "\\ " if escaped.endswith(" ") else escaped
+
+
+def tls_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The server side of SSL and SASL_SSL listeners."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    assert config.ssl_certfile and config.ssl_keyfile  # BrokerConfig checks it
+    context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
+    if config.ssl_cafile:
+        context.load_verify_locations(config.ssl_cafile)
+    context.verify_mode = {
+        "none": ssl.CERT_NONE,
+        "requested": ssl.CERT_OPTIONAL,
+        "required": ssl.CERT_REQUIRED,
+    }[config.ssl_client_auth]
+    return context
 
 
 class WaiterIndex:
@@ -87,6 +148,8 @@ class WaiterIndex:
 
 
 class NodeServer:
+    """One broker node: a server socket per listener, all serving the same node."""
+
     def __init__(
         self,
         cluster: ClusterState,
@@ -94,16 +157,25 @@ class NodeServer:
         host: str,
         port: int,
         advertised_host: str | None = None,
+        *,
+        listeners: list[Listener] | None = None,
+        advertised: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         self.cluster = cluster
         self.node_id = node_id
-        self.host = host
-        self.port = port
-        self.advertised_host = advertised_host or host
+        self.listeners = listeners or [Listener(PLAINTEXT, PLAINTEXT, host, port)]
+        first = self.listeners[0]
+        self.host = first.host
+        self.port = first.port
+        self._advertised_host = advertised_host
+        self._advertised = advertised or {}
+        # listener name -> (host, port) clients are told, known once listening
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self.advertised_host = self._advertised_address(first, first.port)[0]
         self.dispatcher = Dispatcher(cluster, node_id, in_pieces=True)
         self.waiters = WaiterIndex()
         self.budget = MemoryBudget(cluster.config.queued_max_request_bytes)
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._connections: set[_Connection] = set()
         self._memory_waiters: set[_Connection] = set()  # muted until the budget frees
         self._tasks: set[asyncio.Task[None]] = set()  # outlive their connection briefly
@@ -115,19 +187,59 @@ class NodeServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def _advertised_address(self, listener: Listener, bound_port: int) -> tuple[str, int]:
+        host, port = self._advertised.get(listener.name, ("", 0))
+        return host or self._advertised_host or listener.host, port or bound_port
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.cluster.add_node(Node(self.node_id, self.advertised_host, self.port))
+        tls = tls_context(self.cluster.config) if any(x.uses_tls for x in self.listeners) else None
+        try:
+            for listener in self.listeners:
+                server = await loop.create_server(
+                    lambda listener=listener: _Connection(self, listener),  # type: ignore[misc]
+                    listener.host,
+                    listener.port,
+                    ssl=tls if listener.uses_tls else None,
+                )
+                self._servers.append(server)
+                bound = server.sockets[0].getsockname()[1]
+                self.addresses[listener.name] = self._advertised_address(listener, bound)
+                log.info(
+                    "broker %d listening on %s:%d (%s)",
+                    self.node_id,
+                    listener.host,
+                    bound,
+                    listener.name,
+                )
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers.clear()
+            raise
+        # A restart listens on the same ports.
+        self.listeners = [
+            dataclasses.replace(listener, port=server.sockets[0].getsockname()[1])
+            for listener, server in zip(self.listeners, self._servers, strict=True)
+        ]
+        self.advertised_host = self.addresses[self.listeners[0].name][0]
+        self.port = self.listeners[0].port
+        self.cluster.add_node(
+            Node(
+                self.node_id,
+                self.advertised_host,
+                self.addresses[self.listeners[0].name][1],
+                endpoints=dict(self.addresses),
+            )
+        )
         self.cluster.on_append.append(self.waiters.fire)
         self._sweeper = loop.create_task(self._sweep(), name=f"node-{self.node_id}-sweep")
-        log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
     async def stop(self) -> None:
-        if self._server is None:
+        if not self._servers:
             return
-        self._server.close()
+        for server in self._servers:
+            server.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(BaseException):
@@ -141,10 +253,11 @@ class NodeServer:
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
-        await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         with contextlib.suppress(ValueError):
             self.cluster.on_append.remove(self.waiters.fire)
-        self._server = None
+        self._servers.clear()
         log.info("broker %d stopped", self.node_id)
 
     async def finish_long_poll(self, pending: PendingReply) -> Encoded | None:
@@ -260,10 +373,12 @@ class _Connection(asyncio.BufferedProtocol):
     not given), and while the node's memory budget is exhausted and this connection is
     mid-frame."""
 
-    def __init__(self, node: NodeServer) -> None:
+    def __init__(self, node: NodeServer, listener: Listener) -> None:
         self._node = node
+        self._listener = listener
         self._loop = asyncio.get_running_loop()
         self._receiver = FrameReceiver(node.cluster.config.max_frame_bytes)
+        self.session: Session = OPEN_SESSION
         self.meter = ConnectionMeter(opened_at=self._loop.time())
         self._frames: deque[bytes | memoryview] = deque()
         self._unsent: deque[bytes | memoryview] = deque()  # answers not yet written
@@ -292,11 +407,37 @@ class _Connection(asyncio.BufferedProtocol):
             transport.close()
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self.session = self._open_session(transport)
+        self._limit_frames()
         self._node._connections.add(self)
         self._account()
         self._task = self._loop.create_task(self._serve())
         self._node._tasks.add(self._task)
         self._task.add_done_callback(self._node._tasks.discard)
+
+    def _open_session(self, transport: asyncio.Transport) -> Session:
+        listener, config = self._listener, self._node.cluster.config
+        if listener.security_protocol == PLAINTEXT:
+            return OPEN_SESSION
+        principal = ANONYMOUS
+        if listener.security_protocol == SSL:
+            principal = principal_of(transport.get_extra_info("peercert"))
+        return Session(
+            listener.name,
+            listener.security_protocol,
+            self._node.cluster.credentials,
+            mechanisms=config.mechanisms(),
+            max_reauth_ms=config.connections_max_reauth_ms,
+            principal=principal,
+        )
+
+    def _limit_frames(self) -> None:
+        """Until a SASL client is authenticated its frames are held to Kafka's small
+        pre-authentication limit."""
+        limit = self._node.cluster.config.max_frame_bytes
+        if not self.session.authenticated:
+            limit = min(limit, PRE_AUTH_MAX_FRAME_BYTES)
+        self._receiver.max_frame_bytes = limit
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._receiver.buffer()
@@ -401,6 +542,7 @@ class _Connection(asyncio.BufferedProtocol):
         assert transport is not None
         dispatcher = self._node.dispatcher
         meter = self.meter
+        session = self.session
         while True:
             if not self._frames:
                 if self._closing:
@@ -422,7 +564,11 @@ class _Connection(asyncio.BufferedProtocol):
                 frame = self._frames.popleft()
                 fault: FaultedReply | None = None
                 try:
-                    if len(frame) >= LARGE_REQUEST_BYTES and frame[:2] != PRODUCE_KEY:
+                    if (
+                        len(frame) >= LARGE_REQUEST_BYTES
+                        and frame[:2] != PRODUCE_KEY
+                        and session.unrestricted
+                    ):
                         # Decoded off the loop: other connections are served meanwhile.
                         self._send(answers)
                         pending_bytes = 0
@@ -433,7 +579,9 @@ class _Connection(asyncio.BufferedProtocol):
                             else dispatcher.answer(decoded, self.peer, stepped=True)
                         )
                     else:
-                        outcome = dispatcher.dispatch(frame, self.peer, stepped=True)
+                        outcome = dispatcher.dispatch(
+                            frame, self.peer, stepped=True, session=session
+                        )
                     if isinstance(outcome, FaultedReply):
                         fault, outcome = outcome, outcome.outcome
                         if fault.stall:
@@ -474,6 +622,17 @@ class _Connection(asyncio.BufferedProtocol):
                         log.info("closing connection from %s: a fault rule", self.peer)
                         self.abort()
                         return
+                if not session.unrestricted:
+                    if session.closing:
+                        # Refused authentication: the answer says why, then it closes.
+                        log.info("closing connection from %s: SASL refused", self.peer)
+                        if outcome is not None:
+                            answers.append(outcome)
+                        self._send(answers)
+                        await self._drained()
+                        self.abort()
+                        return
+                    self._limit_frames()
                 if outcome is not None:
                     answers.append(outcome)
                     pending_bytes += len(outcome)

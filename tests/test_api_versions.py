@@ -528,6 +528,20 @@ def _probe_list_groups(probe: Probe, version: int) -> None:
     assert group in {g.group_id for g in answer.groups}
 
 
+def _probe_sasl_handshake(probe: Probe, version: int) -> None:
+    # On a PLAINTEXT listener, as on Kafka's: no handshake is due, none is listed.
+    answer = probe.exchange(17, version, mechanism="PLAIN")
+    assert (answer.error_code, answer.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+
+
+def _probe_sasl_authenticate(probe: Probe, version: int) -> None:
+    answer = probe.exchange(36, version, auth_bytes=b"\x00user\x00password")
+    assert answer.error_code == ErrorCode.illegal_sasl_state
+    assert answer.error_message == (
+        "SaslAuthenticate request received after successful authentication"
+    )
+
+
 def _probe_api_versions(probe: Probe, version: int) -> None:
     answer = probe.exchange(
         API_VERSIONS,
@@ -904,6 +918,7 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     14: _probe_sync_group,
     15: _probe_describe_groups,
     16: _probe_list_groups,
+    17: _probe_sasl_handshake,
     18: _probe_api_versions,
     19: _probe_create_topics,
     20: _probe_delete_topics,
@@ -917,6 +932,7 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     32: _probe_describe_configs,
     33: _probe_alter_configs,
     35: _probe_describe_log_dirs,
+    36: _probe_sasl_authenticate,
     37: _probe_create_partitions,
     42: _probe_delete_groups,
     43: _probe_elect_leaders,

@@ -35,6 +35,8 @@ from minibroker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
 )
@@ -79,6 +81,8 @@ __all__ = [
     "offset_fetch",
     "offset_for_leader_epoch",
     "produce",
+    "sasl_authenticate",
+    "sasl_handshake",
     "sync_group",
     "txn_offset_commit",
 ]

@@ -24,8 +24,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.make(
             "DescribeClusterBroker",
             broker_id=node.node_id,
-            host=node.host,
-            port=node.port,
+            host=ctx.endpoint(node)[0],
+            port=ctx.endpoint(node)[1],
             rack=node.rack,
             is_fenced=False,
         )

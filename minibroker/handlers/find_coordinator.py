@@ -36,13 +36,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for key in request.coordinator_keys:
             code, message, node_id = _locate(ctx, key, key_type)
             node = nodes.get(node_id)
+            host, port = ctx.endpoint(node) if node else ("", -1)
             coordinators.append(
                 ctx.make(
                     "Coordinator",
                     key=key,
                     node_id=node_id,
-                    host=node.host if node else "",
-                    port=node.port if node else -1,
+                    host=host,
+                    port=port,
                     error_code=code,
                     error_message=message,
                 )
@@ -50,11 +51,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return ctx.response(throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
     code, message, node_id = _locate(ctx, request.key, key_type)
     node = nodes.get(node_id)
+    host, port = ctx.endpoint(node) if node else ("", -1)
     return ctx.response(
         throttle_time=NO_THROTTLE,
         error_code=code,
         error_message=message,
         node_id=node_id,
-        host=node.host if node else "",
-        port=node.port if node else -1,
+        host=host,
+        port=port,
     )

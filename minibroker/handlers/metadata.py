@@ -146,7 +146,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 entries.append(_encoded_entry(ctx, topic))
     brokers = tuple(
-        ctx.make("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+        ctx.make(
+            "MetadataResponseBroker",
+            node_id=n.node_id,
+            host=ctx.endpoint(n)[0],
+            port=ctx.endpoint(n)[1],
+            rack=n.rack,
+        )
         for n in sorted(cluster.nodes.values(), key=lambda n: n.node_id)
     )
     response = ctx.response(

@@ -11,7 +11,11 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.faults import Fault
 from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
-from minibroker.state.cluster import GROUP_EVENTS, ClusterState
+from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
+from minibroker.state.sessions import Session, open_session
+
+# Every request of a connection that needs no authentication (sans-IO callers, tests).
+OPEN_SESSION = open_session()
 
 
 @dataclass(slots=True)
@@ -22,6 +26,16 @@ class RequestContext:
     client_host: str = ""
     # A fault rule acting on this request (faults.py), or None.
     fault: Fault | None = None
+    # The connection's listener and authentication (state/sessions.py).
+    session: Session = OPEN_SESSION
+
+    def now_ms(self) -> int:
+        """Monotonic milliseconds of the cluster's clock (for deadlines)."""
+        return int(self.cluster.clock.monotonic() * 1000)
+
+    def endpoint(self, node: Node) -> tuple[str, int]:
+        """Where a client of this connection's listener reaches `node`."""
+        return node.endpoint(self.session.listener_name)
 
     def injected_error(self, topic: str, partition: int | None) -> ErrorCode | None:
         """The error a fault rule gives this partition (or topic, for None), if any."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from minibroker.config import BrokerConfig
 from minibroker.faults import Faults
 from minibroker.state.broker_configs import BrokerConfigs
 from minibroker.state.clock import BrokerClock, Clock
+from minibroker.state.credentials import Credentials
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.topics import TopicRegistry
@@ -25,10 +26,17 @@ GROUP_EVENTS = "group-events"
 
 @dataclass(slots=True)
 class Node:
+    """A broker node as clients are told to reach it: `host`/`port` on its first
+    listener, and each listener's advertised address by listener name."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener_name: str) -> tuple[str, int]:
+        return self.endpoints.get(listener_name, (self.host, self.port))
 
 
 class ClusterState:
@@ -36,6 +44,7 @@ class ClusterState:
         self.config = config or BrokerConfig()
         self.clock = clock if isinstance(clock, BrokerClock) else BrokerClock(clock)
         self.nodes: dict[int, Node] = {}
+        self.credentials = Credentials()  # who may sign in over SASL
         self.broker_configs = BrokerConfigs(self.config.broker_configs())
         self.topics = TopicRegistry(
             lambda: list(self.nodes) or [0], self.config.max_partitions_per_broker
