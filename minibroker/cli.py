@@ -219,7 +219,11 @@ async def _until_interrupted() -> None:
 async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     host = settings.pop("host", "127.0.0.1")
     port = settings.pop("port")
-    broker = Broker(host, port, **settings)
+    try:
+        broker = Broker(host, port, **settings)
+    except ValueError as exc:  # a users file that cannot be read, say
+        print(f"minibroker: {exc}", file=sys.stderr)
+        return 2
     try:
         await broker.start()
     except (OSError, OverflowError) as exc:
@@ -236,6 +240,14 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         broker.faults.add(**arguments)
     if args.record_file:
         broker.record_requests()
+    if broker.config.listeners is not None:
+        for listener in broker.nodes[0].listeners:
+            address = broker.bootstrap_servers_for(listener.name)
+            print(
+                f"minibroker listener {listener.name} ({listener.security_protocol}) "
+                f"bootstrap.servers={address}",
+                flush=True,
+            )
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
     await _until_interrupted()
     await broker.stop()

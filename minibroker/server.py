@@ -201,6 +201,12 @@ class NodeServer:
                     listener.host,
                     listener.port,
                     ssl=tls if listener.uses_tls else None,
+                    # A TLS handshake left unfinished is a partial request too.
+                    ssl_handshake_timeout=(
+                        self.cluster.config.partial_request_timeout_ms / 1000
+                        if listener.uses_tls
+                        else None
+                    ),
                 )
                 self._servers.append(server)
                 bound = server.sockets[0].getsockname()[1]

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-_READY = re.compile(r"bootstrap\.servers=(\S+)")
+_READY = re.compile(r"listening, bootstrap\.servers=(\S+)")
+_LISTENER = re.compile(r"minibroker listener (\S+) \(\S+\) bootstrap\.servers=(\S+)")
 
 
 class ChildBroker:
@@ -34,10 +35,12 @@ class ChildBroker:
                 for topic in value:
                     args += ["--topic", topic]
                 continue
-            args += ["--" + name.replace("_", "-"), str(value).lower()]
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            args += ["--" + name.replace("_", "-"), text]
         self.args = args
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
+        self.listeners: dict[str, str] = {}  # listener name -> its bootstrap servers
 
     def start(self, timeout: float = 20.0) -> ChildBroker:
         self.process = subprocess.Popen(
@@ -53,6 +56,9 @@ class ChildBroker:
             line = self.process.stdout.readline()
             if not line:
                 break
+            listener = _LISTENER.search(line)
+            if listener:
+                self.listeners[listener.group(1)] = listener.group(2)
             found = _READY.search(line)
             if found:
                 self.bootstrap = found.group(1)
