@@ -115,9 +115,12 @@ def test_a_client_that_does_not_re_authenticate_loses_its_connection() -> None:
 
 
 def test_without_a_limit_sessions_last_and_the_lifetime_is_zero() -> None:
-    with Broker(
-        listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_users={"alice": "alice-secret"}
-    ) as broker, RawClient(broker.bootstrap_servers) as client:
+    with (
+        Broker(
+            listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_users={"alice": "alice-secret"}
+        ) as broker,
+        RawClient(broker.bootstrap_servers) as client,
+    ):
         assert _sign_in(client) == 0
         broker.clock.advance(7 * 24 * 3600)
         assert _metadata(client)
