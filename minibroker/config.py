@@ -147,6 +147,21 @@ class BrokerConfig:
         "connection closes (0: for ever) (connections.max.reauth.ms)",
     )
 
+    acls_enabled: bool = _setting(
+        False,
+        "enforce ACLs on every request (Kafka: an authorizer.class.name); off, every client "
+        "may do everything and the ACL APIs answer SECURITY_DISABLED",
+    )
+    super_users: str | None = _setting(
+        None,
+        "principals ACLs never refuse, semicolon-separated: User:admin;User:CN=ops (super.users)",
+    )
+    allow_everyone_if_no_acl_found: bool = _setting(
+        False,
+        "with ACLs on, a resource no ACL names is open to everyone "
+        "(allow.everyone.if.no.acl.found)",
+    )
+
     record_requests: bool = _setting(
         False,
         "keep every answered request and its answer, decoded, for broker.requests(...) "
@@ -196,6 +211,9 @@ class BrokerConfig:
                 f"group_max_session_timeout_ms={self.group_max_session_timeout_ms!r}: must be "
                 f"at least group_min_session_timeout_ms ({self.group_min_session_timeout_ms})"
             )
+
+    def super_user_list(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in (self.super_users or "").split(";") if p.strip())
 
     def mechanisms(self) -> tuple[str, ...]:
         return tuple(m.strip() for m in self.sasl_enabled_mechanisms.split(",") if m.strip())

@@ -26,6 +26,7 @@ from minibroker.faults import (
     custom_response,
     error_response,
 )
+from minibroker.handlers import _access as access
 from minibroker.handlers import api_versions
 from minibroker.handlers.registry import (
     OPEN_SESSION,
@@ -296,6 +297,19 @@ class Dispatcher:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
         ctx = RequestContext(self.cluster, self.node_id, header, client_host, fault, session)
+        if self.cluster.acls.enabled:
+            try:
+                refused = access.refusal(ctx, decoded.request)
+            except access.SuperUsersOnly as exc:
+                self._record(header, handler.name, version, correlation_id, "closed: not allowed")
+                raise CloseConnection(
+                    f"{handler.name} is served to super users only while ACLs are on"
+                ) from exc
+            if refused is not None:
+                response = error_response(header.api_key, version, decoded.request, refused)
+                return self._encode(
+                    header, handler.name, version, correlation_id, response, decoded.request
+                )
         try:
             result = handler.handle(ctx, decoded.request)
         except Exception as exc:

@@ -542,6 +542,55 @@ def _probe_sasl_authenticate(probe: Probe, version: int) -> None:
     )
 
 
+_ACL_FIELDS = {
+    "principal": "User:alice",
+    "host": "*",
+    "operation": 3,  # READ
+    "permission_type": 3,  # ALLOW
+}
+
+
+def _probe_describe_acls(probe: Probe, version: int) -> None:
+    # With ACLs off (no authorizer), as on Kafka: SECURITY_DISABLED.
+    answer = probe.exchange(
+        29,
+        version,
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=3,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+    assert (answer.error_code, answer.resources) == (ErrorCode.security_disabled, ())
+
+
+def _probe_create_acls(probe: Probe, version: int) -> None:
+    creation = {
+        "resource_type": 2,
+        "resource_name": TOPIC,
+        "resource_pattern_type": 3,
+        **_ACL_FIELDS,
+    }
+    answer = probe.exchange(30, version, creations=[creation])
+    assert [r.error_code for r in answer.results] == [ErrorCode.security_disabled]
+
+
+def _probe_delete_acls(probe: Probe, version: int) -> None:
+    selection = {
+        "resource_type_filter": 2,
+        "resource_name_filter": TOPIC,
+        "pattern_type_filter": 3,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
+    answer = probe.exchange(31, version, filters=[selection])
+    assert [r.error_code for r in answer.filter_results] == [ErrorCode.security_disabled]
+
+
 def _probe_api_versions(probe: Probe, version: int) -> None:
     answer = probe.exchange(
         API_VERSIONS,
@@ -929,6 +978,9 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     25: _probe_add_offsets_to_txn,
     26: _probe_end_txn,
     28: _probe_txn_offset_commit,
+    29: _probe_describe_acls,
+    30: _probe_create_acls,
+    31: _probe_delete_acls,
     32: _probe_describe_configs,
     33: _probe_alter_configs,
     35: _probe_describe_log_dirs,

@@ -50,7 +50,7 @@ def led_partition(ctx: Any, topic: Topic | None, index: int) -> tuple[Partition 
     every per-partition API (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER)."""
     if topic is None or not 0 <= index < len(topic.partitions):
         return None, ErrorCode.unknown_topic_or_partition
-    if ctx.fault is not None:
+    if ctx.screened:
         injected = ctx.injected_error(topic.name, index)
         if injected is not None:
             return None, injected

@@ -18,6 +18,7 @@ from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers._transactions import is_transaction_coordinator, versioned
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import transaction_rules as rules
+from minibroker.state.acl import Operation, ResourceType
 
 FENCED_FROM_VERSION = 2
 FIRST_BATCHED_VERSION = 4
@@ -34,6 +35,16 @@ def _results(
     wanted = [(topic.name, index) for topic in topics for index in topic.partitions]
     if not transactional_id:
         return dict.fromkeys(wanted, rules.INVALID_REQUEST)
+    if not ctx.allows(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(wanted, int(ErrorCode.transactional_id_authorization_failed))
+    denied = {
+        (name, index)
+        for name, index in wanted
+        if not ctx.allows(Operation.WRITE, ResourceType.TOPIC, name)
+    }
+    if denied:
+        untried = dict.fromkeys(wanted, rules.OPERATION_NOT_ATTEMPTED)
+        return {**untried, **dict.fromkeys(denied, int(ErrorCode.topic_authorization_failed))}
     if not is_transaction_coordinator(ctx, transactional_id):
         return dict.fromkeys(wanted, rules.NOT_COORDINATOR)
     missing = {

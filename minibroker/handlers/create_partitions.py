@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.topics import TopicError
 
 
@@ -25,7 +26,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         code, message = ErrorCode.none, None
         existing = ctx.cluster.topics.get(wanted.name)
         growth = wanted.count - len(existing.partitions) if existing is not None else 0
-        if wanted.assignments:
+        if not ctx.allows(Operation.ALTER, ResourceType.TOPIC, wanted.name):
+            code, message = ErrorCode.topic_authorization_failed, "Authorization failed."
+        elif wanted.assignments:
             code, message = ErrorCode.invalid_request, "manual assignments are not supported"
         elif not allowance.take(growth):
             code, message = ErrorCode.policy_violation, allowance.refusal()

@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import may_create_topic
 from minibroker.handlers._common import (
     NO_THROTTLE,
     SOURCE_DEFAULT,
@@ -145,6 +146,10 @@ def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
             wanted.num_partitions if wanted.num_partitions != -1 else cluster.config.num_partitions
         )
         replication = wanted.replication_factor if wanted.replication_factor != -1 else 1
+        if not may_create_topic(ctx, wanted.name):
+            code = ErrorCode.topic_authorization_failed
+            results.append(_result(ctx, wanted.name, code, "Authorization failed."))
+            continue
         if wanted.assignments:
             message = "manual replica assignments are not supported"
             results.append(_result(ctx, wanted.name, ErrorCode.invalid_request, message))

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers._groups import is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
+from minibroker.state.acl import Operation, ResourceType
 
 
 @api(42, "DeleteGroups", 0, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for group_id in request.groups_names:
-        code = (
-            ctx.cluster.groups.delete_group(group_id)
-            if is_coordinator(ctx, group_id)
-            else rules.NOT_COORDINATOR
-        )
+        if not ctx.allows(Operation.DELETE, ResourceType.GROUP, group_id):
+            code = int(ErrorCode.group_authorization_failed)
+        elif is_coordinator(ctx, group_id):
+            code = ctx.cluster.groups.delete_group(group_id)
+        else:
+            code = rules.NOT_COORDINATOR
         results.append(ctx.make("DeletableGroupResult", group_id=group_id, error_code=error(code)))
     return ctx.response(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.topics import TopicError, quoted
 
 
@@ -31,6 +32,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             name = found.name if found else None
             if found is None:
                 code, message = ErrorCode.unknown_topic_id, f"no topic with id {topic_id}"
+        if (
+            code == ErrorCode.none
+            and name is not None
+            and not ctx.allows(Operation.DELETE, ResourceType.TOPIC, name)
+        ):
+            code, message = ErrorCode.topic_authorization_failed, "Authorization failed."
         if code == ErrorCode.none and name is not None:
             existing = topics.get(name)
             if existing is not None and existing.internal:

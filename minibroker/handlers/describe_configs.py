@@ -18,8 +18,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import config_refusal
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import Operation
 from minibroker.state.broker_configs import (
     BROKER_CONFIG_TOPICS,
     CLUSTER_DEFAULT,
@@ -184,6 +186,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # v0 has no include_synonyms (and always got none here).
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     for resource in request.resources:
+        denied = config_refusal(ctx, resource, Operation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            results.append(_result(ctx, resource, denied, "Authorization failed."))
+            continue
         if resource.resource_type == TOPIC:
             topic = ctx.cluster.topics.get(resource.resource_name)
             if topic is None:

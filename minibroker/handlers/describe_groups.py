@@ -15,6 +15,7 @@ from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers._groups import is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
+from minibroker.state.acl import Operation, ResourceType
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
 
@@ -33,6 +34,8 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
             authorized_operations=OPERATIONS_NOT_REQUESTED,
         )
 
+    if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return empty(int(ErrorCode.group_authorization_failed), "")
     if not is_coordinator(ctx, group_id):
         return empty(rules.NOT_COORDINATOR, "")
     group = ctx.cluster.groups.groups.get(group_id)

@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.cluster import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from minibroker.state.topics import Topic, TopicError, validate_topic_name
 
@@ -114,6 +115,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     fetch_all = not request.topics
     cursor_key = _java_order(cursor.topic_name) if cursor is not None else b""
     candidates = cluster.topics.names() if fetch_all else {t.name for t in request.topics}
+    # With ACLs on, a topic needs DESCRIBE: listing all leaves it out, naming it is refused.
+    hidden = {n for n in candidates if not ctx.allows(Operation.DESCRIBE, ResourceType.TOPIC, n)}
     names = sorted((n for n in candidates if _java_order(n) >= cursor_key), key=_java_order)
     if cursor is not None and (
         cursor.partition_index < 0 or (not fetch_all and cursor.topic_name not in candidates)
@@ -126,6 +129,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if remaining == 0:
             next_cursor = ctx.make("Cursor", topic_name=name, partition_index=0)
             break
+        if name in hidden:
+            if not fetch_all:
+                code = ErrorCode.topic_authorization_failed
+                entries.append(_topic_entry(ctx, name, code, ZERO_UUID, False))
+            continue
         topic = cluster.topics.get(name)
         if topic is None:
             if not fetch_all:

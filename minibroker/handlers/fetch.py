@@ -62,7 +62,7 @@ def _locate(
         return None, missing_code
     if not 0 <= wanted.partition < len(topic.partitions):
         return None, ErrorCode.unknown_topic_or_partition
-    if ctx.fault is not None:
+    if ctx.screened:
         injected = ctx.injected_error(topic.name, wanted.partition)
         if injected is not None:
             return None, injected

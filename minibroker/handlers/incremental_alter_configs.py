@@ -25,8 +25,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import config_refusal
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import Operation
 from minibroker.state.topics import TopicError, quoted
 
 TOPIC = 2
@@ -71,7 +73,10 @@ def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], bool]) -> A
     for resource in request.resources:
         code, message = ErrorCode.none, None
         refused = refusal(resource, duplicated)
-        if refused is not None:
+        denied = config_refusal(ctx, resource, Operation.ALTER_CONFIGS)
+        if denied is not None:
+            code, message = denied, "Authorization failed."
+        elif refused is not None:
             code, message = ErrorCode.invalid_request, refused
         else:
             try:

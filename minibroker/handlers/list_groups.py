@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import CLUSTER_NAME, Operation, ResourceType
 
 
 @api(16, "ListGroups", 0, 5)
@@ -19,8 +20,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     listed = []
+    # With ACLs on: every group for DESCRIBE on the cluster, else those it may describe.
+    every_group = ctx.allows(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     for group in ctx.cluster.groups.groups.values():
         if ctx.cluster.coordinator_for(group.group_id) != ctx.node_id:
+            continue
+        if not every_group and not ctx.allows(
+            Operation.DESCRIBE, ResourceType.GROUP, group.group_id
+        ):
             continue
         if states and group.state.value.lower() not in states:
             continue

@@ -7,7 +7,9 @@ otherwise; auto-creation beyond max_partitions_per_request in one request gets
 POLICY_VIOLATION. A topic with a non-zero id (v10+) is looked up by id, whatever its
 name says (Java sends "" there); an unknown id is UNKNOWN_TOPIC_ID, with a null name
 where the version allows one and "" before v12. A topic named twice (or by name and
-by id) is answered once.
+by id) is answered once. With ACLs on, a topic needs DESCRIBE (and, to be created,
+CREATE on it or on the cluster), else TOPIC_AUTHORIZATION_FAILED, whether it exists or
+not; asked for every topic, the answer leaves out those the client may not describe.
 Not done: authorized operations (reported as -2147483648, "not requested").
 """
 
@@ -17,13 +19,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import may_create_topic
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol.messages import SplicedResponse, StringVariants, encode_entity
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.topics import POLICY_VIOLATION, Topic, TopicError
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
 UNKNOWN_TOPIC_ID = 100
+TOPIC_AUTHORIZATION_FAILED = 29
 NULLABLE_NAME_VERSION = 12  # response topic names are nullable from v12
 
 
@@ -106,7 +111,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     entries: list[bytes] = []
     allowance = CreationAllowance(cluster.config.max_partitions_per_request)
     if requested is None:
-        entries = [_encoded_entry(ctx, topic) for topic in cluster.topics]
+        # With ACLs on, a topic the client may not describe is left out.
+        entries = [
+            _encoded_entry(ctx, topic)
+            for topic in cluster.topics
+            if ctx.allows(Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
+        ]
     else:
         # Kafka answers each topic once, however often the request names it.
         answered: set[object] = set()
@@ -121,6 +131,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     answered.add(topic_id)
                     unknown_name = None if ctx.version >= NULLABLE_NAME_VERSION else ""
                     entries.append(_error_entry(ctx, unknown_name, UNKNOWN_TOPIC_ID, topic_id))
+                elif not ctx.allows(Operation.DESCRIBE, ResourceType.TOPIC, found.name):
+                    answered.add(found.name)
+                    entries.append(_error_entry(ctx, found.name, TOPIC_AUTHORIZATION_FAILED))
                 else:
                     answered.add(found.name)
                     entries.append(_encoded_entry(ctx, found))
@@ -129,6 +142,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             answered.add(name)
             topic = cluster.topics.get(name)
+            if not ctx.allows(Operation.DESCRIBE, ResourceType.TOPIC, name) or (
+                topic is None and allow_create and not may_create_topic(ctx, name)
+            ):
+                entries.append(_error_entry(ctx, name, TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None and allow_create:
                 if not allowance.take(cluster.config.num_partitions):
                     entries.append(_error_entry(ctx, name, POLICY_VIOLATION))

@@ -18,11 +18,17 @@ from typing import Any
 from minibroker.handlers._groups import commit_answer, is_coordinator, requested_offsets
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
+from minibroker.state.acl import Operation, ResourceType
+
+GROUP_AUTHORIZATION_FAILED = 30
 
 
 @api(8, "OffsetCommit", 0, 9)
 def handle(ctx: RequestContext, request: Any) -> Any:
     offsets = requested_offsets(request)
+    if not ctx.allows(Operation.READ, ResourceType.GROUP, request.group_id):
+        refused = {(t, p): GROUP_AUTHORIZATION_FAILED for t, p, *_ in offsets}
+        return commit_answer(ctx, request, refused, "OffsetCommit")
     injected = {
         (t, p): int(code) for t, p, *_ in offsets if (code := ctx.injected_error(t, p)) is not None
     }

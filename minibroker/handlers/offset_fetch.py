@@ -17,11 +17,16 @@ from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers._groups import is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
+from minibroker.state.acl import Operation, ResourceType
+
+GROUP_AUTHORIZATION_FAILED = 30
 
 
 def _topics(
     ctx: RequestContext, group_id: str, wanted: Any, batched: bool, require_stable: bool
 ) -> tuple[int, Any]:
+    if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return GROUP_AUTHORIZATION_FAILED, ()
     if not is_coordinator(ctx, group_id):
         return rules.NOT_COORDINATOR, ()
     indexes_field = "partition_indexes"
@@ -35,7 +40,11 @@ def _topics(
     groups = ctx.cluster.groups
     for (topic, partition), stored in committed.items():
         code = ErrorCode.none
-        if require_stable and groups.has_pending(group_id, (topic, partition)):
+        if ctx.screened and ctx.injected_error(topic, partition) is not None:
+            if wanted is None:
+                continue  # every committed offset asked for: those of hidden topics left out
+            code, stored = ErrorCode.topic_authorization_failed, None
+        elif require_stable and groups.has_pending(group_id, (topic, partition)):
             code, stored = ErrorCode.unstable_offset_commit, None
         by_topic.setdefault(topic, []).append(
             ctx.make(

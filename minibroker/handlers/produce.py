@@ -30,6 +30,7 @@ from minibroker.protocol.produce_response import (
     write_topic,
 )
 from minibroker.state import transaction_rules as txn_rules
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.producers import SequenceError
 from minibroker.state.topics import Topic, quoted
 
@@ -146,10 +147,15 @@ def _append(
         raise _Rejected(
             ErrorCode.unknown_topic_or_partition, f"{topic.name}-{index} does not exist"
         )
-    if ctx.fault is not None:
+    if ctx.screened:
+        if transactional_id is not None and not ctx.allows(
+            Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            code = ErrorCode.transactional_id_authorization_failed
+            raise _Rejected(code, "Authorization failed.")
         injected = ctx.injected_error(topic.name, index)
         if injected is not None:
-            raise _Rejected(injected, f"{injected.name} for {topic.name}-{index}: a fault rule")
+            raise _Rejected(injected, f"{injected.name} for {topic.name}-{index}")
     partition = topic.partitions[index]
     if partition.leader != ctx.node_id:
         raise _Rejected(

@@ -11,8 +11,21 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.faults import Fault
 from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
 from minibroker.state.sessions import Session, open_session
+
+# What each API does to the topics it names, for ACLs (Kafka's KafkaApis).
+TOPIC_OPERATIONS = {
+    0: Operation.WRITE,  # Produce
+    1: Operation.READ,  # Fetch
+    2: Operation.DESCRIBE,  # ListOffsets
+    3: Operation.DESCRIBE,  # Metadata
+    8: Operation.READ,  # OffsetCommit
+    9: Operation.DESCRIBE,  # OffsetFetch
+    21: Operation.DELETE,  # DeleteRecords
+    23: Operation.DESCRIBE,  # OffsetForLeaderEpoch
+}
 
 # Every request of a connection that needs no authentication (sans-IO callers, tests).
 OPEN_SESSION = open_session()
@@ -29,6 +42,14 @@ class RequestContext:
     # The connection's listener and authentication (state/sessions.py).
     session: Session = OPEN_SESSION
 
+    def allows(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the connection's principal may do `operation` on the resource
+        (state/acl.py; always, with ACLs off)."""
+        acls = self.cluster.acls
+        if not acls.enabled:
+            return True
+        return acls.allows(self.session.principal, self.client_host, operation, resource_type, name)
+
     def now_ms(self) -> int:
         """Monotonic milliseconds of the cluster's clock (for deadlines)."""
         return int(self.cluster.clock.monotonic() * 1000)
@@ -37,8 +58,18 @@ class RequestContext:
         """Where a client of this connection's listener reaches `node`."""
         return node.endpoint(self.session.listener_name)
 
+    @property
+    def screened(self) -> bool:
+        """Whether partitions may be refused before they are served: a fault rule acts on
+        the request, or ACLs are on (`injected_error` then says which)."""
+        return self.fault is not None or self.cluster.acls.enabled
+
     def injected_error(self, topic: str, partition: int | None) -> ErrorCode | None:
-        """The error a fault rule gives this partition (or topic, for None), if any."""
+        """Why this partition (or topic, for None) is refused: the principal may not do
+        what this API does to topics (TOPIC_AUTHORIZATION_FAILED), or a fault rule."""
+        operation = TOPIC_OPERATIONS.get(self.header.api_key)
+        if operation is not None and not self.allows(operation, ResourceType.TOPIC, topic):
+            return ErrorCode.topic_authorization_failed
         return None if self.fault is None else self.fault.partition_error(topic, partition)
 
     @property

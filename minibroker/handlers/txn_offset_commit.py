@@ -12,17 +12,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from minibroker.handlers._groups import commit_answer, is_coordinator, requested_offsets
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.groups import UNKNOWN_MEMBER
 
 
 @api(28, "TxnOffsetCommit", 0, 4)
 def handle(ctx: RequestContext, request: Any) -> Any:
     offsets = requested_offsets(request)
+    # Partitions of topics the client may not read are refused; the others are committed.
+    denied = {
+        (t, p): int(ErrorCode.topic_authorization_failed)
+        for t, p, *_ in offsets
+        if not ctx.allows(Operation.READ, ResourceType.TOPIC, t)
+    }
+    offsets = [o for o in offsets if (o[0], o[1]) not in denied]
     if not request.group_id:
         codes = {(t, p): rules.INVALID_GROUP_ID for t, p, *_ in offsets}
+    elif not ctx.allows(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        refused = int(ErrorCode.transactional_id_authorization_failed)
+        codes = {(t, p): refused for t, p, *_ in offsets}
+    elif not ctx.allows(Operation.READ, ResourceType.GROUP, request.group_id):
+        refused = int(ErrorCode.group_authorization_failed)
+        codes = {(t, p): refused for t, p, *_ in offsets}
     elif not is_coordinator(ctx, request.group_id):
         codes = {(t, p): rules.NOT_COORDINATOR for t, p, *_ in offsets}
     else:
@@ -35,4 +51,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=offsets,
         )
-    return commit_answer(ctx, request, codes, "TxnOffsetCommit")
+    return commit_answer(ctx, request, {**codes, **denied}, "TxnOffsetCommit")

@@ -387,6 +387,118 @@ SCHEMAS: dict[tuple[int, int], tuple[tuple[Field, ...], tuple[Field, ...]]] = {
             ),
         ),
     ),
+    (29, 0): (
+        (
+            ("resource_type_filter", "int8", False, 0, ()),
+            ("resource_name_filter", "string", True, "", ()),
+            ("principal_filter", "string", True, "", ()),
+            ("host_filter", "string", True, "", ()),
+            ("operation", "int8", False, 0, ()),
+            ("permission_type", "int8", False, 0, ()),
+        ),
+        (
+            ("throttle_time_ms", "int32", False, 0, ()),
+            ("error_code", "int16", False, 0, ()),
+            ("error_message", "string", True, "", ()),
+            (
+                "resources",
+                "[]",
+                False,
+                (),
+                (
+                    ("resource_type", "int8", False, 0, ()),
+                    ("resource_name", "string", False, "", ()),
+                    (
+                        "acls",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("principal", "string", False, "", ()),
+                            ("host", "string", False, "", ()),
+                            ("operation", "int8", False, 0, ()),
+                            ("permission_type", "int8", False, 0, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    (30, 0): (
+        (
+            (
+                "creations",
+                "[]",
+                False,
+                (),
+                (
+                    ("resource_type", "int8", False, 0, ()),
+                    ("resource_name", "string", False, "", ()),
+                    ("principal", "string", False, "", ()),
+                    ("host", "string", False, "", ()),
+                    ("operation", "int8", False, 0, ()),
+                    ("permission_type", "int8", False, 0, ()),
+                ),
+            ),
+        ),
+        (
+            ("throttle_time_ms", "int32", False, 0, ()),
+            (
+                "results",
+                "[]",
+                False,
+                (),
+                (("error_code", "int16", False, 0, ()), ("error_message", "string", True, "", ())),
+            ),
+        ),
+    ),
+    (31, 0): (
+        (
+            (
+                "filters",
+                "[]",
+                False,
+                (),
+                (
+                    ("resource_type_filter", "int8", False, 0, ()),
+                    ("resource_name_filter", "string", True, "", ()),
+                    ("principal_filter", "string", True, "", ()),
+                    ("host_filter", "string", True, "", ()),
+                    ("operation", "int8", False, 0, ()),
+                    ("permission_type", "int8", False, 0, ()),
+                ),
+            ),
+        ),
+        (
+            ("throttle_time_ms", "int32", False, 0, ()),
+            (
+                "filter_results",
+                "[]",
+                False,
+                (),
+                (
+                    ("error_code", "int16", False, 0, ()),
+                    ("error_message", "string", True, "", ()),
+                    (
+                        "matching_acls",
+                        "[]",
+                        False,
+                        (),
+                        (
+                            ("error_code", "int16", False, 0, ()),
+                            ("error_message", "string", True, "", ()),
+                            ("resource_type", "int8", False, 0, ()),
+                            ("resource_name", "string", False, "", ()),
+                            ("principal", "string", False, "", ()),
+                            ("host", "string", False, "", ()),
+                            ("operation", "int8", False, 0, ()),
+                            ("permission_type", "int8", False, 0, ()),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
     (32, 0): (
         (
             (

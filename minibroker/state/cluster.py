@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from minibroker.config import BrokerConfig
 from minibroker.faults import Faults
+from minibroker.state.acl import Acls
 from minibroker.state.broker_configs import BrokerConfigs
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.credentials import Credentials
@@ -45,6 +46,11 @@ class ClusterState:
         self.clock = clock if isinstance(clock, BrokerClock) else BrokerClock(clock)
         self.nodes: dict[int, Node] = {}
         self.credentials = Credentials()  # who may sign in over SASL
+        self.acls = Acls(
+            enabled=self.config.acls_enabled,
+            super_users=self.config.super_user_list(),
+            allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
+        )
         self.broker_configs = BrokerConfigs(self.config.broker_configs())
         self.topics = TopicRegistry(
             lambda: list(self.nodes) or [0], self.config.max_partitions_per_broker
