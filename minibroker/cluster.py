@@ -27,6 +27,7 @@ from minibroker.faults import Faults
 from minibroker.inspection import RECORDED_MAX, Recorded
 from minibroker.loop_thread import RunsInThread
 from minibroker.server import GroupTimer, NodeServer
+from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.credentials import read_users_file
@@ -111,6 +112,34 @@ class Cluster(RunsInThread):
     def remove_user(self, name: str) -> bool:
         """Stop `name` signing in over SASL; False if there was no such user."""
         return self._on_loop(lambda: self.state.credentials.remove_user(name))
+
+    def add_acl(
+        self,
+        resource_type: str,
+        resource_name: str,
+        principal: str,
+        *,
+        operation: str,
+        permission: str = "ALLOW",
+        pattern: str = "LITERAL",
+        host: str = "*",
+    ) -> None:
+        """Store an ACL, as CreateAcls does (names as Kafka spells them:
+        `add_acl("TOPIC", "orders", "User:alice", operation="WRITE")`); it takes effect
+        with `acls_enabled`. ValueError for one Kafka would refuse."""
+        try:
+            binding = acl.AclBinding(
+                acl.ResourceType[resource_type.upper()],
+                resource_name,
+                acl.PatternType[pattern.upper()],
+                principal,
+                host,
+                acl.Operation[operation.upper()],
+                acl.Permission[permission.upper()],
+            )
+        except KeyError as exc:
+            raise ValueError(f"unknown ACL name {exc}") from None
+        self._on_loop(lambda: self.state.acls.add(binding))
 
     def bootstrap_servers_for(self, listener: str) -> str:
         """HOST:PORT of every node on the listener named `listener` (e.g. SASL_SSL)."""
