@@ -2,7 +2,9 @@
 
 Every `BrokerConfig` setting is a flag, generated from the dataclass (with its help
 text), so the command line and the Python API never disagree; `--config FILE` reads the
-same settings from TOML (minibroker/config_file.py).
+same settings from TOML (minibroker/config_file.py). `minibroker proxy` records a
+Kafka's traffic; `minibroker topics|groups|produce|consume|configs` are the tools for
+any Kafka (minibroker/tools/).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from minibroker.broker import Broker
 from minibroker.config import LEAST_VALUES, BrokerConfig
 from minibroker.faults import Faults, parse_fault
 from minibroker.state.topics import TopicError, validate_topic_name
+from minibroker.tools import COMMANDS as TOOLS
+from minibroker.tools import Parser
 
 DEFAULT_PORT = 9092
 MAX_PARTITIONS = 100_000
@@ -111,20 +115,21 @@ def _metavar(field: dataclasses.Field[Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="minibroker",
         description="Run an in-memory Kafka-protocol broker until interrupted (Ctrl-C).",
         epilog="Example: minibroker --port 9092 --topic orders:3 --no-auto-create\n"
-        "         minibroker serve --config broker.toml --port 9093",
+        "         minibroker serve --config broker.toml --port 9093\n"
+        "         minibroker topics list --bootstrap-server localhost:9092",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "proxy"],
+        choices=["serve", "proxy", *TOOLS],
         help="what to do: serve (the default) runs the broker; proxy records a Kafka's "
-        "traffic (minibroker proxy --help)",
+        f"traffic; {', '.join(TOOLS)} talk to any Kafka (minibroker COMMAND --help)",
     )
     parser.add_argument(
         "--config",
@@ -256,7 +261,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
 
 def _proxy_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="minibroker proxy",
         description="Listen as a Kafka broker, forward every request to UPSTREAM and write "
         "each request and its response, decoded, as one JSON line.",
@@ -327,8 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["proxy"]:
         return proxy_main(argv[1:])
+    if argv[:1] and argv[0] in TOOLS:
+        from minibroker.tools import main as tool_main
+
+        return tool_main(argv)
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command != "serve":
+        parser.error(f"put {args.command} first: minibroker {args.command} ...")
     from_file: dict[str, Any] = {}
     topics: list[config_file.StartTopic] = []
     if args.config is not None:
