@@ -13,7 +13,7 @@ from typing import NoReturn
 
 # The first word of a tool's command line (the broker's own parser lists them too). The
 # modules are imported when a tool runs, so the broker starts without confluent-kafka.
-COMMANDS = ("topics",)
+COMMANDS = ("topics", "groups")
 EXIT_USAGE = 2
 
 
@@ -25,7 +25,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from minibroker.tools import topics
+    from minibroker.tools import groups, topics
 
     top = Parser(
         prog="minibroker",
@@ -33,7 +33,10 @@ def parser() -> argparse.ArgumentParser:
         epilog="Example: minibroker topics list --bootstrap-server localhost:9092",
     )
     commands = top.add_subparsers(dest="tool", metavar="COMMAND", required=True)
-    for module in (topics,):
+    for module in (
+        groups,
+        topics,
+    ):
         module.register(commands)
     return top
 
