@@ -13,7 +13,7 @@ from typing import NoReturn
 
 # The first word of a tool's command line (the broker's own parser lists them too). The
 # modules are imported when a tool runs, so the broker starts without confluent-kafka.
-COMMANDS = ("topics", "groups", "produce", "consume")
+COMMANDS = ("topics", "groups", "produce", "consume", "configs")
 EXIT_USAGE = 2
 
 
@@ -25,7 +25,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from minibroker.tools import groups, records, topics
+    from minibroker.tools import configs, groups, records, topics
 
     top = Parser(
         prog="minibroker",
@@ -34,6 +34,7 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = top.add_subparsers(dest="tool", metavar="COMMAND", required=True)
     for module in (
+        configs,
         groups,
         records,
         topics,
