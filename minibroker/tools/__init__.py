@@ -33,12 +33,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Example: minibroker topics list --bootstrap-server localhost:9092",
     )
     commands = top.add_subparsers(dest="tool", metavar="COMMAND", required=True)
-    for module in (
-        configs,
-        groups,
-        records,
-        topics,
-    ):
+    for module in (topics, groups, records, configs):
         module.register(commands)
     return top
 
