@@ -126,7 +126,13 @@ def register(commands: Any) -> None:
 def _descriptions(conn: Connection, names: list[str]) -> list[Any]:
     admin = conn.admin()
     futures = admin.describe_topics(TopicCollection(names), request_timeout=conn.timeout)
-    return [conn.result(futures[name]) for name in names]
+    described = []
+    for name in names:
+        try:
+            described.append(conn.result(futures[name]))
+        except ToolError as exc:
+            raise about("topic", name, exc) from None
+    return described
 
 
 def list_topics(args: argparse.Namespace) -> int:
