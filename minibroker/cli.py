@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from minibroker import __version__, config_file
-from minibroker.broker import Broker
 from minibroker.config import LEAST_VALUES, BrokerConfig
-from minibroker.faults import Faults, parse_fault
 from minibroker.state.topics import TopicError, validate_topic_name
 from minibroker.tools import COMMANDS as TOOLS
 from minibroker.tools import Parser
@@ -193,6 +191,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fault(spec: str) -> dict[str, Any]:
+    from minibroker.faults import Faults, parse_fault
+
     try:
         arguments = parse_fault(spec)
         Faults().add(**arguments)  # refused here, before the broker starts
@@ -232,6 +232,8 @@ async def _until_interrupted() -> None:
 
 
 async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    from minibroker.broker import Broker
+
     host = settings.pop("host", "127.0.0.1")
     port = settings.pop("port")
     broker = Broker(host, port, **settings)
