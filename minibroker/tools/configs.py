@@ -94,7 +94,11 @@ def _identity(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _source(entry: ConfigEntry) -> str:
-    return str(getattr(entry.source, "name", entry.source))
+    """DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG ... (librdkafka hands over the number)."""
+    try:
+        return str(ConfigSource(entry.source).name)
+    except ValueError:
+        return str(entry.source)
 
 
 def describe_configs(args: argparse.Namespace) -> int:

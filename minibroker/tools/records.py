@@ -334,7 +334,10 @@ def _consume(args: argparse.Namespace, conn: Connection, consumer: Consumer) -> 
             f"topic {args.topic!r} has partitions 0..{len(topic.partitions) - 1}, "
             f"not {args.partition}"
         )
+    # Idle time counts from the start, or with --group from the first assignment (a
+    # join can take seconds: Kafka waits group.initial.rebalance.delay.ms for members).
     idle_since = [time.monotonic()]
+    assigned_yet = [args.group is None]
     if args.group is None:
         chosen = [args.partition] if args.partition is not None else sorted(topic.partitions)
         start = _start_offset(args)
@@ -346,6 +349,7 @@ def _consume(args: argparse.Namespace, conn: Connection, consumer: Consumer) -> 
 
         def assigned(client: Consumer, partitions: list[TopicPartition]) -> None:
             idle_since[0] = time.monotonic()
+            assigned_yet[0] = True
             if args.from_timestamp is not None:
                 client.assign(_at_timestamp(client, partitions, args.from_timestamp, conn.timeout))
 
@@ -357,7 +361,12 @@ def _consume(args: argparse.Namespace, conn: Connection, consumer: Consumer) -> 
             message = consumer.poll(0.1)
             if message is None:
                 idle = time.monotonic() - idle_since[0]
-                if args.idle_timeout and idle >= args.idle_timeout:
+                if not assigned_yet[0]:
+                    if idle >= conn.timeout:
+                        raise ToolError(
+                            f"group {args.group!r}: no assignment within {conn.timeout:g}s"
+                        )
+                elif args.idle_timeout and idle >= args.idle_timeout:
                     break
                 continue
             error = message.error()
