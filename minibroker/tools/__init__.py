@@ -8,6 +8,7 @@ parser carrying the function that runs it (`run`) and its name (`prog`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import NoReturn
 
@@ -51,4 +52,14 @@ def main(argv: list[str]) -> int:
         return exc.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        quiet_stdout()
+        return 0
     return code
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so what is still buffered cannot fail at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -286,6 +286,7 @@ class Connection:
         self.bootstrap = self.settings["bootstrap.servers"]
         self.errors: list[KafkaError] = []
         self._admin: AdminClient | None = None
+        self.metadata: Any = None  # the cluster's metadata, once the broker was reached
 
     def config(self, **extra: Any) -> dict[str, Any]:
         """Settings for a client of this run (extra ones do not override the user's)."""
@@ -297,7 +298,7 @@ class Connection:
         if self._admin is None:
             admin = make_client(AdminClient, self.config())
             try:
-                admin.list_topics(timeout=self.timeout)
+                self.metadata = admin.list_topics(timeout=self.timeout)
             except KafkaException as exc:
                 admin.poll(0)
                 raise self.unreachable(exc) from None

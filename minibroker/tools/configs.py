@@ -83,6 +83,17 @@ def _resource(args: argparse.Namespace, **extra: Any) -> ConfigResource:
     return ConfigResource(ResourceType.BROKER, args.broker, **extra)
 
 
+def _check_broker(conn: Connection, args: argparse.Namespace) -> None:
+    """A broker id the cluster does not have is refused at once (librdkafka would wait
+    for that broker until the timeout)."""
+    if args.broker is None:
+        return
+    conn.admin()
+    known = sorted(conn.metadata.brokers)
+    if int(args.broker) not in known:
+        raise ToolError(f"no broker {args.broker} in the cluster (its brokers: {known})")
+
+
 def _what(args: argparse.Namespace) -> str:
     return f"topic {args.topic!r}" if args.topic is not None else f"broker {args.broker}"
 
@@ -104,6 +115,7 @@ def _source(entry: ConfigEntry) -> str:
 def describe_configs(args: argparse.Namespace) -> int:
     resource = _resource(args)
     conn = Connection(args)
+    _check_broker(conn, args)
     futures = conn.admin().describe_configs([resource], request_timeout=conn.timeout)
     try:
         (entries,) = [conn.result(future) for future in futures.values()]
@@ -145,6 +157,7 @@ def alter_configs(args: argparse.Namespace) -> int:
     ]
     resource = _resource(args, incremental_configs=changes)
     conn = Connection(args)
+    _check_broker(conn, args)
     futures = conn.admin().incremental_alter_configs([resource], request_timeout=conn.timeout)
     for future in futures.values():
         try:

@@ -21,6 +21,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from minibroker.tools import quiet_stdout
 from minibroker.tools.common import (
     Connection,
     ToolError,
@@ -385,6 +386,6 @@ def _consume(args: argparse.Namespace, conn: Connection, consumer: Consumer) -> 
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:  # the reader went away (| head): stop quietly
-        sys.stdout = open("/dev/null", "w")  # noqa: SIM115
+        quiet_stdout()
     say(f"Consumed {count} record(s).")
     return 0

@@ -59,3 +59,5 @@ def test_describe_shows_a_brokers_configs(cli: Cli, kafka_config: ClientConfigs)
     assert configs["auto.create.topics.enable"]["value"] in ("true", "false")
     unknown = cli("configs", "describe", "--broker", "nine", expect=2)
     assert "node id" in unknown.stderr
+    absent = cli("configs", "describe", "--broker", str(broker_id + 1000), expect=1)
+    assert f"no broker {broker_id + 1000}" in absent.stderr
