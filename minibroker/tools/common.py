@@ -263,14 +263,15 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
         settings.update(_from_java(read_properties(args.command_config)))
     if args.bootstrap_server:
         settings["bootstrap.servers"] = args.bootstrap_server
-    if args.sasl_password is None and os.environ.get("MINIBROKER_SASL_PASSWORD"):
-        args.sasl_password = os.environ["MINIBROKER_SASL_PASSWORD"]
     for option, prop in _SECURITY_PROPERTIES.items():
         value = getattr(args, option)
+        if option == "sasl_password" and value is None:
+            value = os.environ.get("MINIBROKER_SASL_PASSWORD") or None
         if value is not None:
             settings[prop] = value
     settings.update(dict(args.properties))
-    settings.setdefault("log_level", "0")  # failures are reported once, here, not logged
+    if "debug" not in settings:  # failures are reported once, as one line, not logged
+        settings.setdefault("log_level", "0")
     return settings
 
 
