@@ -2,7 +2,8 @@
 
 Top-level keys are `BrokerConfig` field names, read generically from the dataclass so a
 setting added there is accepted here unchanged; each value must have its field's type
-and passes the same check as its command-line flag. `[[topic]]` tables (name,
+and passes the same check as its command-line flag (a mapping, which has no flag, is a
+TOML table). `[[topic]]` tables (name,
 partitions, configs) are topics created at start:
 
     port = 9092
@@ -55,21 +56,26 @@ def load(
 
 
 def _value(name: str, kind: str, value: Any, check: Callable[[str], Any] | None) -> Any:
+    base = kind.removesuffix(" | None")
+    if base.startswith(("Mapping[", "dict[")):  # a setting the command line has no flag for
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} = {value!r}: expected a table")
+        return value
     expected = {"bool": "true or false", "int": "an integer", "float": "a number"}.get(
-        kind, "a string"
+        base, "a string"
     )
-    if kind == "bool":
+    if base == "bool":
         ok = isinstance(value, bool)
-    elif kind == "int":
+    elif base == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "float":
+    elif base == "float":
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     else:
         ok = isinstance(value, str)
     if not ok:
         raise ValueError(f"{name} = {value!r}: expected {expected}")
     if check is None or isinstance(value, bool | str):
-        return float(value) if kind == "float" else value
+        return float(value) if base == "float" else value
     try:
         return check(str(value))
     except Exception as exc:  # the flag's own complaint (ArgumentTypeError or ValueError)

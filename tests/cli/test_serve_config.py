@@ -3,15 +3,21 @@ override it, and files it refuses (specific to minibroker: not marked parity).""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from minibroker import config_file
+from minibroker.cli import _kind
+from minibroker.config import BrokerConfig
 from tests.cli.conftest import run_minibroker
 
 _READY = re.compile(r"listening, bootstrap\.servers=(\S+)")
@@ -44,11 +50,11 @@ def test_serve_config_starts_a_broker_with_the_files_settings_and_topics(tmp_pat
     )
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()
-        found = _READY.search(line)
-        assert found, (
-            f"no listening line: {line!r} {process.stderr.read() if process.stderr else ''}"
-        )
+        found = None
+        while found is None:  # listener lines may come first
+            line = process.stdout.readline()
+            assert line, f"no listening line: {process.stderr.read() if process.stderr else ''}"
+            found = _READY.search(line)
         admin = AdminClient({"bootstrap.servers": found.group(1)})
         assert admin.describe_cluster().result(10).cluster_id == "from-file"
         described = admin.describe_topics(TopicCollection(["orders", "events"]))
@@ -67,6 +73,31 @@ def test_serve_config_starts_a_broker_with_the_files_settings_and_topics(tmp_pat
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
+
+
+def test_every_broker_setting_is_read_from_the_file_as_its_type(tmp_path: Path) -> None:
+    """Generic over BrokerConfig: each setting's default, written in TOML, reads back."""
+    lines, expected = [], {}
+    for field in dataclasses.fields(BrokerConfig):
+        value = field.default
+        if value is None or isinstance(value, dict):
+            continue
+        literal = str(value).lower() if isinstance(value, bool) else json.dumps(value)
+        lines.append(f"{field.name} = {literal}")
+        expected[field.name] = value
+    assert {"num_partitions", "auto_create_topics", "offsets_retention_minutes"} <= set(expected)
+    config = tmp_path / "every.toml"
+    config.write_text("\n".join(lines) + "\n")
+    checks = {field.name: _kind(field) for field in dataclasses.fields(BrokerConfig)}
+    settings, topics = config_file.load(config, checks)
+    assert settings == expected
+    assert topics == []
+    BrokerConfig(**settings)
+    # A mapping setting (Python API only: no flag) is a TOML table.
+    table = config_file._value("users", "Mapping[str, str] | None", {"alice": "pw"}, str)
+    assert table == {"alice": "pw"}
+    with pytest.raises(ValueError, match="users = 'alice': expected a table"):
+        config_file._value("users", "Mapping[str, str] | None", "alice", str)
 
 
 def test_serve_config_refuses_unknown_keys_and_wrong_types_naming_them(tmp_path: Path) -> None:
