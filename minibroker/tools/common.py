@@ -27,6 +27,9 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 10.0
 EXIT_FAILED = 1  # the broker refused or could not be reached
 
+# Reached, but refused: the credentials or the TLS handshake.
+_SIGN_IN_FAILURES = (KafkaError._AUTHENTICATION, KafkaError._SSL)
+
 # librdkafka spellings of the security options.
 _SECURITY_PROPERTIES = {
     "security_protocol": "security.protocol",
@@ -313,6 +316,8 @@ class Connection:
             if e.code() != KafkaError._ALL_BROKERS_DOWN
         ]
         reason = reasons[-1] if reasons else (error_text(exc) if exc is not None else "")
+        if any(e.code() in _SIGN_IN_FAILURES for e in self.errors):
+            return ToolError(f"could not sign in to the broker at {self.bootstrap}: {reason}")
         return ToolError(
             f"cannot reach a broker at {self.bootstrap} within {self.timeout:g}s"
             + (f": {reason}" if reason else "")

@@ -141,3 +141,26 @@ def test_every_tool_has_help_with_an_example() -> None:
         assert ran.returncode == 0
         assert "Example:\n  minibroker " + args[0] in ran.stdout
         assert "--bootstrap-server" in ran.stdout
+
+
+def test_a_refused_sign_in_is_told_apart_from_an_unreachable_broker() -> None:
+    from confluent_kafka import KafkaError
+
+    from minibroker.tools.common import Connection
+
+    conn = Connection(_options("--bootstrap-server", "kafka:9093", "--timeout", "3"))
+    conn.errors.append(
+        KafkaError(
+            KafkaError._TRANSPORT, "kafka:9093/bootstrap: Connect to ipv4#10.0.0.1:9093 failed"
+        )
+    )
+    assert str(conn.unreachable()) == (
+        "cannot reach a broker at kafka:9093 within 3s: Connect to ipv4#10.0.0.1:9093 failed"
+    )
+    conn.errors.append(
+        KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: invalid credentials")
+    )
+    assert str(conn.unreachable()) == (
+        "could not sign in to the broker at kafka:9093: "
+        "SASL authentication error: invalid credentials"
+    )
