@@ -156,7 +156,7 @@ def timestamp_ms(text: str) -> int:
     """Milliseconds since the epoch, or an ISO 8601 date-time (local time without a zone,
     as Kafka's tools read it)."""
     stripped = text.strip()
-    if stripped.lstrip("-").isdigit():
+    if stripped.isdigit():
         return int(stripped)
     try:
         moment = datetime.datetime.fromisoformat(stripped)
