@@ -1,7 +1,10 @@
 """`minibroker` / `python -m minibroker`: run a broker until interrupted.
 
 Every `BrokerConfig` setting is a flag, generated from the dataclass (with its help
-text), so the command line and the Python API never disagree.
+text), so the command line and the Python API never disagree; `--config FILE` reads the
+same settings from TOML (minibroker/config_file.py). `minibroker proxy` records a
+Kafka's traffic; `minibroker topics|groups|produce|consume|configs` are the tools for
+any Kafka (minibroker/tools/).
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from minibroker import __version__
-from minibroker.broker import Broker
+from minibroker import __version__, config_file
 from minibroker.config import LEAST_VALUES, BrokerConfig
-from minibroker.faults import Faults, parse_fault
 from minibroker.state.topics import TopicError, validate_topic_name
+from minibroker.tools import COMMANDS as TOOLS
+from minibroker.tools import Parser
 
 DEFAULT_PORT = 9092
 MAX_PARTITIONS = 100_000
@@ -109,18 +113,28 @@ def _metavar(field: dataclasses.Field[Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="minibroker",
         description="Run an in-memory Kafka-protocol broker until interrupted (Ctrl-C).",
-        epilog="Example: minibroker --port 9092 --topic orders:3 --no-auto-create",
+        epilog="Example: minibroker --port 9092 --topic orders:3 --no-auto-create\n"
+        "         minibroker serve --config broker.toml --port 9093\n"
+        "         minibroker topics list --bootstrap-server localhost:9092",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "proxy"],
+        choices=["serve", "proxy", *TOOLS],
         help="what to do: serve (the default) runs the broker; proxy records a Kafka's "
-        "traffic (minibroker proxy --help)",
+        f"traffic; {', '.join(TOOLS)} talk to any Kafka (minibroker COMMAND --help)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="broker settings from a TOML file: BrokerConfig names as keys, [[topic]] "
+        "tables (name, partitions, configs) created at start; flags override it",
     )
     parser.add_argument("--version", action="version", version=f"minibroker {__version__}")
     parser.add_argument(
@@ -179,6 +193,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fault(spec: str) -> dict[str, Any]:
+    from minibroker.faults import Faults, parse_fault
+
     try:
         arguments = parse_fault(spec)
         Faults().add(**arguments)  # refused here, before the broker starts
@@ -187,14 +203,15 @@ def _fault(spec: str) -> dict[str, Any]:
     return arguments
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """BrokerConfig fields given on the command line."""
+def _settings(args: argparse.Namespace, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """BrokerConfig fields given on the command line, over those of `base` (a file's)."""
     prefix = "setting_"
-    chosen = {
-        name[len(prefix) :]: value
+    chosen = dict(base or {})
+    chosen.update(
+        (name[len(prefix) :], value)
         for name, value in vars(args).items()
         if name.startswith(prefix) and value is not None
-    }
+    )
     chosen.setdefault("port", DEFAULT_PORT)
     return chosen
 
@@ -217,6 +234,8 @@ async def _until_interrupted() -> None:
 
 
 async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    from minibroker.broker import Broker
+
     host = settings.pop("host", "127.0.0.1")
     port = settings.pop("port")
     try:
@@ -229,9 +248,9 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     except (OSError, OverflowError) as exc:
         print(f"minibroker: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
-    for name, partitions in args.topic:
+    for name, partitions, configs in args.topic:
         try:
-            broker.create_topic(name, partitions or broker.config.num_partitions)
+            broker.create_topic(name, partitions or broker.config.num_partitions, configs or None)
         except (TopicError, ValueError) as exc:
             print(f"minibroker: cannot create topic {name!r}: {exc}", file=sys.stderr)
             await broker.stop()
@@ -258,7 +277,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
 
 def _proxy_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="minibroker proxy",
         description="Listen as a Kafka broker, forward every request to UPSTREAM and write "
         "each request and its response, decoded, as one JSON line.",
@@ -329,14 +348,30 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["proxy"]:
         return proxy_main(argv[1:])
+    if argv[:1] and argv[0] in TOOLS:
+        from minibroker.tools import main as tool_main
+
+        return tool_main(argv)
     parser = _parser()
     args = parser.parse_args(argv)
-    settings = _settings(args)
+    if args.command != "serve":
+        parser.error(f"put {args.command} first: minibroker {args.command} ...")
+    from_file: dict[str, Any] = {}
+    topics: list[config_file.StartTopic] = []
+    if args.config is not None:
+        checks = {field.name: _kind(field) for field in dataclasses.fields(BrokerConfig)}
+        try:
+            from_file, topics = config_file.load(args.config, checks)
+        except ValueError as exc:
+            parser.error(f"--config {args.config}: {exc}")
+    args.topic = topics + [(name, partitions, {}) for name, partitions in args.topic]
+    settings = _settings(args, from_file)
     try:
         BrokerConfig(**settings)
     except ValueError as exc:
         name = str(exc).split("=", 1)[0]
-        parser.error(f"--{name.replace('_', '-')}: {exc}")
+        where = f"--config {args.config} / " if name in from_file else ""
+        parser.error(f"{where}--{name.replace('_', '-')}: {exc}")
     host = settings.get("host", "127.0.0.1")
     if _listens_everywhere(host):
         if not settings.get("advertised_host"):
