@@ -47,7 +47,7 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
             member_id=m.member_id,
             group_instance_id=m.group_instance_id,
             client_id=m.client_id,
-            client_host=m.client_host,
+            client_host=f"/{m.client_host}",  # Java's InetAddress.toString(), as Kafka sends
             member_metadata=m.metadata_for(group.protocol_name),
             member_assignment=m.assignment,
         )

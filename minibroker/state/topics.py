@@ -249,7 +249,11 @@ def check_config_value(name: str, value: str) -> str:
     if kind in ("int", "long"):
         low, high = INT_RANGE if kind == "int" else LONG_RANGE
         if not _is_integer(text) or not low <= int(text) <= high:
-            raise TopicError(INVALID_CONFIG, f"{name} must be an {kind}: {quoted(value)}")
+            raise TopicError(
+                INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: Not a number of type "
+                f"{kind.upper()}",
+            )
         number = int(text)
         if name == "compression.gzip.level":
             if number != -1 and not 1 <= number <= 9:

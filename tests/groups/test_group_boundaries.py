@@ -1029,3 +1029,11 @@ def test_delete_groups_deletes_only_empty_groups(client: RawClient) -> None:
     assert committed(client, "empty", offsets) == {(TOPIC, 0): -1}
     assert members(describe(client, "busy")) == {member_id: None}
     assert heartbeat(client, "busy", generation, member_id) == NONE
+
+
+def test_a_member_is_described_with_its_host_as_kafka_writes_it(client: RawClient) -> None:
+    """DescribeGroups gives each member's address as Java's InetAddress prints it, with a
+    leading slash; tools show it as it comes."""
+    stable(client, "hosted")
+    [member] = describe(client, "hosted").members
+    assert member.client_host == "/127.0.0.1"
