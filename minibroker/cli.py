@@ -372,13 +372,18 @@ def main(argv: list[str] | None = None) -> int:
         name = str(exc).split("=", 1)[0]
         where = f"--config {args.config} / " if name in from_file else ""
         parser.error(f"{where}--{name.replace('_', '-')}: {exc}")
-    host = settings.get("host", "127.0.0.1")
-    if _listens_everywhere(host):
-        if not settings.get("advertised_host"):
+    config = BrokerConfig(**settings)
+    advertised = config.advertised_addresses()
+    wide_open = [x for x in config.listener_list() if _listens_everywhere(x.host)]
+    for listener in wide_open:
+        if not (config.advertised_host or listener.name in advertised):
+            where = "--host" if config.listeners is None else f"listener {listener.name}"
             parser.error(
-                f"--host {host} listens on every interface; say which address clients "
-                "should connect to with --advertised-host HOST"
+                f"{where} {listener.host} listens on every interface; say which address "
+                "clients should connect to with --advertised-host HOST or "
+                "--advertised-listeners NAME://HOST:PORT"
             )
+    if any(x.security_protocol == "PLAINTEXT" for x in wide_open):
         print(WIDE_OPEN_WARNING, file=sys.stderr)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

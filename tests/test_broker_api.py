@@ -343,6 +343,18 @@ def _metadata_topic(name: str) -> Any:
     return make(METADATA, 4, "MetadataRequestTopic", name=name)
 
 
+def test_a_listener_on_every_interface_needs_an_advertised_address() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "minibroker", "--listeners", "SASL_PLAINTEXT://0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 2
+    assert "listener SASL_PLAINTEXT 0.0.0.0 listens on every interface" in refused.stderr
+    assert "--advertised-listeners" in refused.stderr
+
+
 def test_cli_on_every_interface_needs_an_advertised_host_and_warns() -> None:
     refused = subprocess.run(
         [sys.executable, "-m", "minibroker", "--port", "0", "--host", "0.0.0.0"],
