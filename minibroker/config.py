@@ -147,6 +147,11 @@ class BrokerConfig:
         "connection closes (0: for ever) (connections.max.reauth.ms)",
     )
 
+    connection_failed_authentication_delay_ms: int = _setting(
+        100,
+        "a connection refused sign-in is closed this long after the answer saying why, so "
+        "the client reads the answer first (connection.failed.authentication.delay.ms)",
+    )
     acls_enabled: bool = _setting(
         False,
         "enforce ACLs on every request (Kafka: an authorizer.class.name); off, every client "
@@ -334,6 +339,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "transaction_max_timeout_ms": 1,
     "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0,
+    "connection_failed_authentication_delay_ms": 0,
 }
 
 

@@ -636,6 +636,12 @@ class _Connection(asyncio.BufferedProtocol):
                             answers.append(outcome)
                         self._send(answers)
                         await self._drained()
+                        # As Kafka: closed a moment later, so the client reads the answer
+                        # before it sees the connection end.
+                        delay = self._node.cluster.config.connection_failed_authentication_delay_ms
+                        if delay and not transport.is_closing():
+                            self._update_reading()
+                            await asyncio.sleep(delay / 1000)
                         self.abort()
                         return
                     self._limit_frames()

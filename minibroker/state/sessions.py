@@ -177,11 +177,8 @@ class Session:
                 self._close()
             return AuthenticateOutcome(ErrorCode.illegal_sasl_state, message, b"", 0)
         try:
-            answer = exchange.respond(token)
-            if exchange.done:
-                self._complete(exchange, now_ms)
+            answer = self._respond(exchange, token, now_ms)
         except sasl.AuthenticationFailed as exc:
-            self._close()
             return AuthenticateOutcome(ErrorCode.sasl_authentication_failed, str(exc), b"", 0)
         lifetime = self._max_reauth_ms if exchange.done else 0
         return AuthenticateOutcome(ErrorCode.none, None, answer, lifetime)
@@ -192,12 +189,19 @@ class Session:
         exchange = self._exchange
         assert exchange is not None and self.expects_bare_token
         try:
+            return self._respond(exchange, token, now_ms)
+        except sasl.AuthenticationFailed as exc:
+            raise Refused(str(exc)) from None
+
+    def _respond(self, exchange: sasl.Exchange, token: bytes, now_ms: int) -> bytes:
+        """The exchange's answer to `token`; a refusal closes the session."""
+        try:
             answer = exchange.respond(token)
             if exchange.done:
                 self._complete(exchange, now_ms)
-        except sasl.AuthenticationFailed as exc:
+        except sasl.AuthenticationFailed:
             self._close()
-            raise Refused(str(exc)) from None
+            raise
         return answer
 
     def _complete(self, exchange: sasl.Exchange, now_ms: int) -> None:

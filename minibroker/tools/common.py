@@ -451,3 +451,25 @@ def about(kind: str, name: str, exc: ToolError) -> ToolError:
     """The broker's complaint, prefixed with what it concerns unless it names it."""
     text = str(exc)
     return ToolError(text if name in text else f"{kind} {name!r}: {text}", exc.code)
+
+
+def report_deletions(
+    args: argparse.Namespace, conn: Connection, kind: str, names: list[str], futures: Any
+) -> int:
+    """Wait for each deletion and report it (JSON: deleted and failed); 1 if any failed."""
+    deleted, failed = [], {}
+    for name in names:
+        try:
+            conn.result(futures[name])
+        except ToolError as exc:
+            failed[name] = str(exc)
+        else:
+            deleted.append(name)
+    if args.output == "json":
+        print_json({"deleted": deleted, "failed": failed})
+    else:
+        for name in deleted:
+            print(f"Deleted {kind} {name!r}.")
+    for name, reason in failed.items():
+        say(f"{args.prog}: {kind} {name!r}: {reason}")
+    return 1 if failed else 0

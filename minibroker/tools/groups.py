@@ -20,6 +20,7 @@ from minibroker.tools.common import (
     partitions_of,
     print_json,
     print_table,
+    report_deletions,
     say,
     timestamp_ms,
 )
@@ -359,19 +360,4 @@ def delete_groups(args: argparse.Namespace) -> int:
     conn = Connection(args)
     groups = list(dict.fromkeys(args.groups))
     futures = conn.admin().delete_consumer_groups(groups, request_timeout=conn.timeout)
-    deleted, failed = [], {}
-    for group in groups:
-        try:
-            conn.result(futures[group])
-        except ToolError as exc:
-            failed[group] = str(exc)
-        else:
-            deleted.append(group)
-    if args.output == "json":
-        print_json({"deleted": deleted, "failed": failed})
-    else:
-        for group in deleted:
-            print(f"Deleted group {group!r}.")
-    for group, reason in failed.items():
-        say(f"{args.prog}: group {group!r}: {reason}")
-    return 1 if failed else 0
+    return report_deletions(args, conn, "group", groups, futures)

@@ -140,15 +140,13 @@ class _Tally:
             self.codes[error.code()] += 1
 
 
-def produce_lines(args: argparse.Namespace) -> int:
-    conn = Connection(args)
-    producer = make_client(
-        Producer, conn.config(**{"message.timeout.ms": int(conn.timeout * 1000)})
-    )
+def _checked_topic(args: argparse.Namespace, conn: Connection, client: Any) -> Any:
+    """The topic's metadata as `client` reads it; ToolError unless it exists and has the
+    partition asked for."""
     try:
-        metadata = producer.list_topics(args.topic, timeout=conn.timeout)
+        metadata = client.list_topics(args.topic, timeout=conn.timeout)
     except KafkaException as exc:
-        producer.poll(0)
+        client.poll(0)
         raise conn.unreachable(exc) from None
     topic = metadata.topics.get(args.topic)
     if topic is None or topic.error is not None:
@@ -159,6 +157,15 @@ def produce_lines(args: argparse.Namespace) -> int:
             f"topic {args.topic!r} has partitions 0..{len(topic.partitions) - 1}, "
             f"not {args.partition}"
         )
+    return topic
+
+
+def produce_lines(args: argparse.Namespace) -> int:
+    conn = Connection(args)
+    producer = make_client(
+        Producer, conn.config(**{"message.timeout.ms": int(conn.timeout * 1000)})
+    )
+    _checked_topic(args, conn, producer)
     headers: list[tuple[str, str | bytes | None]] = [
         (key, value.encode()) for key, value in args.header
     ]
@@ -321,20 +328,7 @@ def consume_records(args: argparse.Namespace) -> int:
 
 
 def _consume(args: argparse.Namespace, conn: Connection, consumer: Consumer) -> int:
-    try:
-        metadata = consumer.list_topics(args.topic, timeout=conn.timeout)
-    except KafkaException as exc:
-        consumer.poll(0)
-        raise conn.unreachable(exc) from None
-    topic = metadata.topics.get(args.topic)
-    if topic is None or topic.error is not None:
-        reason = "it does not exist" if topic is None else error_text(topic.error)
-        raise ToolError(f"topic {args.topic!r}: {reason}")
-    if args.partition is not None and args.partition not in topic.partitions:
-        raise ToolError(
-            f"topic {args.topic!r} has partitions 0..{len(topic.partitions) - 1}, "
-            f"not {args.partition}"
-        )
+    topic = _checked_topic(args, conn, consumer)
     # Idle time counts from the start, or with --group from the first assignment (a
     # join can take seconds: Kafka waits group.initial.rebalance.delay.ms for members).
     idle_since = [time.monotonic()]

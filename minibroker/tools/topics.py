@@ -27,7 +27,7 @@ from minibroker.tools.common import (
     key_value,
     print_json,
     print_table,
-    say,
+    report_deletions,
 )
 
 
@@ -182,22 +182,7 @@ def delete_topics(args: argparse.Namespace) -> int:
     futures = conn.admin().delete_topics(
         names, request_timeout=conn.timeout, operation_timeout=conn.timeout
     )
-    deleted, failed = [], {}
-    for name in names:
-        try:
-            conn.result(futures[name])
-        except ToolError as exc:
-            failed[name] = str(exc)
-        else:
-            deleted.append(name)
-    if args.output == "json":
-        print_json({"deleted": deleted, "failed": failed})
-    else:
-        for name in deleted:
-            print(f"Deleted topic {name!r}.")
-    for name, reason in failed.items():
-        say(f"{args.prog}: topic {name!r}: {reason}")
-    return 1 if failed else 0
+    return report_deletions(args, conn, "topic", names, futures)
 
 
 def _non_default_configs(conn: Connection, names: list[str]) -> dict[str, dict[str, str | None]]:

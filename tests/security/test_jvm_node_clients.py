@@ -16,13 +16,22 @@ one test here, holding that result to what Kafka gives the client:
 - (Java) on a broker requiring client certificates, a client presenting one gets in and
   one without does not. That one should fail with SslAuthenticationException, as Kafka's
   TLS alert makes it; the broker ends the handshake without that alert, so that check is
-  a strict xfail saying so.
+  a strict xfail saying so;
+- on a broker enforcing ACLs (a broker of its own for each client, so that each sees only
+  the ACLs it made), one story in steps, run in order: the super user creates alice's
+  grants through the client's admin API and reads back exactly those; alice produces and
+  consumes in her group, committing; bob, with no grant, is refused with Kafka's
+  authorization errors as a producer, as a consumer (on the topic, whose metadata he may
+  not see) and when he asks for the group's offsets (on the group); the super user
+  deletes alice's WRITE (exactly that one ACL), and alice's next send is refused, as is
+  (Java) a new idempotent producer of hers, which can no longer get a producer id.
 
 Without Java and the fetched jars, or without Node and npm, the tests skip and say why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -36,6 +45,7 @@ from typing import Any
 import pytest
 
 from minibroker import Broker
+from minibroker.state.acl import AclFilter
 from minibroker.testing.tls import TlsFiles
 from tests.interop.conftest import stored_batch_headers
 from tests.interop.test_client_matrix import Built, Driver
@@ -49,6 +59,18 @@ RECORDS = 10
 # One driver run, every scenario in it; each scenario has a bound of its own inside
 # (40 s), and a refused client's calls give up after 8 s.
 RUN_TIMEOUT = 150
+
+# The ACL story: the users of its broker, whose super user is admin.
+ACL_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+ACL_TOPIC, ACL_GROUP, ACL_PREFIX = "acl-orders", "acl-orders-readers", "shared-"
+Acl = tuple[str, str, str, str, str, str, str]  # type, name, pattern, principal, host, op, perm
+ALICE_WRITES: Acl = ("TOPIC", ACL_TOPIC, "LITERAL", "User:alice", "*", "WRITE", "ALLOW")
+GRANTS: tuple[Acl, ...] = (
+    ALICE_WRITES,
+    ("TOPIC", ACL_TOPIC, "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+    ("GROUP", ACL_GROUP, "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+    ("TOPIC", ACL_PREFIX, "PREFIXED", "User:alice", "*", "DESCRIBE", "ALLOW"),
+)
 
 # What Kafka answers a failed sign-in (SaslAuthenticate's error message).
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
@@ -113,6 +135,20 @@ class Scenario:
     # What Kafka does here that the broker does not yet: the refusal's error check is a
     # strict xfail (that the client did not get in is checked all the same).
     missing: str | None = None
+    # A step of the ACL story (its driver kind): the steps run in order, on the ACL broker.
+    acl_step: str | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.acl_step is not None:
+            return self.acl_step
+        return "refused" if self.refusal else "round_trip"
+
+
+def acl_scenario(name: str, step: str) -> Scenario:
+    return Scenario(
+        name, "SASL_PLAINTEXT", "SASL_PLAINTEXT", "SCRAM-SHA-256", broker="acl", acl_step=step
+    )
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -184,7 +220,14 @@ SCENARIOS: tuple[Scenario, ...] = (
             "with SslAuthenticationException"
         ),
     ),
+    # The ACL story, in its order.
+    acl_scenario("acl_admin_round_trip", "acl_admin"),
+    acl_scenario("acl_allowed_principal_served", "acl_served"),
+    acl_scenario("acl_principal_without_write_refused", "acl_produce_refused"),
+    acl_scenario("acl_group_without_read_refused", "acl_consume_refused"),
+    acl_scenario("acl_deleted_then_refused", "acl_deleted"),
 )
+ACL_STORY = tuple(s.name for s in SCENARIOS if s.acl_step is not None)
 
 
 # --- the clients ------------------------------------------------------------------------
@@ -204,17 +247,29 @@ class Client:
         lines = [f"scenarios={','.join(s.name for s in scenarios)}"]
         for entry in entries:
             name = entry.pop("name")
-            lines += [f"{name}.{key}={_escaped(str(value))}" for key, value in entry.items()]
+            lines += [f"{name}.{key}={_escaped(_property(value))}" for key, value in entry.items()]
         return ".properties", "\n".join(lines) + "\n"
 
     def entry(self, scenario: Scenario, brokers: Brokers) -> dict[str, Any]:
-        broker = brokers.of(scenario)
+        broker = brokers.of(scenario, self)
         entry: dict[str, Any] = {
             "name": scenario.name,
-            "kind": "refused" if scenario.refusal else "round_trip",
+            "kind": scenario.kind,
             "bootstrap": broker.bootstrap_servers_for(scenario.listener),
             "protocol": scenario.protocol,
         }
+        if scenario.acl_step is not None:
+            entry |= {
+                "mechanism": scenario.mechanism,
+                "topic": ACL_TOPIC,
+                "group": ACL_GROUP,
+                "count": RECORDS,
+                "grants": [list(grant) for grant in GRANTS],
+                "revoke": list(ALICE_WRITES),
+            }
+            for role, user in (("admin", "admin"), ("allowed", "alice"), ("refused", "bob")):
+                entry |= {f"{role}_user": user, f"{role}_password": ACL_USERS[user]}
+            return entry
         if scenario.refusal is None:
             entry |= {"topic": self.topic(scenario), "count": RECORDS}
         if scenario.mechanism is not None:
@@ -239,6 +294,15 @@ class Client:
 def _escaped(value: str) -> str:
     """A .properties value read back as written (paths, passwords)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _property(value: Any) -> str:
+    """A setting as the Java driver reads it: an ACL's fields joined by `,`, a list of
+    ACLs by `;`."""
+    if isinstance(value, list):
+        separator = ";" if value and isinstance(value[0], list) else ","
+        return separator.join(_property(item) for item in value)
+    return str(value)
 
 
 CLIENTS = (
@@ -269,9 +333,12 @@ CLIENTS = (
 class Brokers:
     requested: Broker  # every listener; client certificates requested
     required: Broker  # SSL only; client certificates required
+    acl: dict[str, Broker]  # client name -> its broker enforcing ACLs (SASL_PLAINTEXT)
     tls: TlsFiles
 
-    def of(self, scenario: Scenario) -> Broker:
+    def of(self, scenario: Scenario, client: Client) -> Broker:
+        if scenario.broker == "acl":
+            return self.acl[client.name]
         return self.required if scenario.broker == "required" else self.requested
 
 
@@ -296,6 +363,8 @@ def _text(output: str | bytes | None) -> str:
 def _run(client: Client, built: Built, brokers: Brokers, names: list[str], work: Path) -> Run:
     run = Run(client)
     command = built.command(client.driver)  # skips when the client cannot be built here
+    if set(names) & set(ACL_STORY):
+        names = [*names, *ACL_STORY]  # a step of the story needs the steps before it
     scenarios = [s for s in SCENARIOS if s.name in names]
     suffix, text = client.settings(scenarios, brokers)
     settings = work / f"{client.name}{suffix}"
@@ -355,8 +424,21 @@ def _brokers(
             listeners="SSL://127.0.0.1:0",
             **kafka_tls_files.broker_settings(client_auth="required"),
         ) as required,
+        contextlib.ExitStack() as stack,
     ):
-        yield Brokers(requested, required, kafka_tls_files)
+        acl: dict[str, Broker] = {}
+        for client in CLIENTS:
+            broker = stack.enter_context(
+                Broker(
+                    listeners="SASL_PLAINTEXT://127.0.0.1:0",
+                    sasl_users=ACL_USERS,
+                    acls_enabled=True,
+                    super_users="User:admin",
+                )
+            )
+            broker.create_topic(ACL_TOPIC, 1)
+            acl[client.name] = broker
+        yield Brokers(requested, required, acl, kafka_tls_files)
 
 
 @pytest.fixture(scope="module")
@@ -396,7 +478,7 @@ def check_round_trip(brokers: Brokers, client: Client, scenario: Scenario, data:
     topic = client.topic(scenario)
     assert data["values"] == [f"{topic}-{i}" for i in range(RECORDS)]
     # and the broker holds those records, no more
-    headers = stored_batch_headers(brokers.of(scenario), topic)
+    headers = stored_batch_headers(brokers.of(scenario, client), topic)
     assert sum(header.record_count for header in headers) == RECORDS
 
 
@@ -415,6 +497,107 @@ def check_refusal(client: Client, refusal: Refusal, data: Data) -> None:
             got = outcome["message"]
         if refusal.message is not None:
             assert refusal.message in got, f"{call}: {got!r}"
+
+
+@dataclass(frozen=True)
+class AclRefusal:
+    """How a client call refused by an ACL fails: Java's exception class, and the type of
+    the KafkaJSProtocolError kafkajs fails with (itself or wrapped)."""
+
+    java: str
+    kafkajs: str
+
+
+TOPIC_REFUSED = AclRefusal(f"{ERRORS}.TopicAuthorizationException", "TOPIC_AUTHORIZATION_FAILED")
+GROUP_REFUSED = AclRefusal(f"{ERRORS}.GroupAuthorizationException", "GROUP_AUTHORIZATION_FAILED")
+CLUSTER_REFUSED = AclRefusal(
+    f"{ERRORS}.ClusterAuthorizationException", "CLUSTER_AUTHORIZATION_FAILED"
+)
+
+
+def check_acl_refusal(
+    client: Client, outcome: Data, refusal: AclRefusal, who: str, *, wrapped: bool = False
+) -> None:
+    """`who` failed with `refusal`'s error (`wrapped`: or with an error it causes)."""
+    if not outcome["failed"]:
+        pytest.fail(f"{who} was served", pytrace=False)
+    if client.family == "java":
+        classes = [outcome["class"], *outcome["causes"]] if wrapped else [outcome["class"]]
+        assert refusal.java in classes, f"{who}: {outcome['description']}"
+    else:
+        types = [e.get("type") for e in outcome["chain"] if e["name"] == "KafkaJSProtocolError"]
+        assert refusal.kafkajs in types, f"{who}: {outcome['chain']}"
+
+
+def acls_of(broker: Broker) -> list[Acl]:
+    """The broker's ACLs, as the drivers report them."""
+
+    def read() -> list[Acl]:
+        return [
+            (
+                b.resource_type.name,
+                b.resource_name,
+                b.pattern_type.name,
+                b.principal,
+                b.host,
+                b.operation.name,
+                b.permission.name,
+            )
+            for b in broker.state.acls.describe(AclFilter())
+        ]
+
+    return broker._on_loop(read)
+
+
+def check_acl_step(brokers: Brokers, client: Client, scenario: Scenario, data: Data) -> None:
+    broker = brokers.acl[client.name]
+    step = scenario.acl_step
+    if step == "acl_admin":
+        # exactly the grants, each once
+        assert sorted(tuple(acl) for acl in data["described"]) == sorted(GRANTS)
+    elif step == "acl_served":
+        assert data["values"] == [f"{ACL_TOPIC}-{i}" for i in range(RECORDS)]
+        assert data["committed"] == RECORDS
+        assert broker.committed_offsets(ACL_GROUP) == {(ACL_TOPIC, 0): RECORDS}
+    elif step == "acl_produce_refused":
+        check_acl_refusal(client, data["producer"], TOPIC_REFUSED, "bob's producer")
+        # the topic held alice's records, no more, right after bob's send, and still does
+        # once the story is over
+        assert data["end_offset"] == RECORDS
+        assert broker.end_offsets(ACL_TOPIC) == {0: RECORDS}, "after the whole story"
+    elif step == "acl_consume_refused":
+        # bob may not describe the topic: the consumer fails on its metadata before the
+        # group's refusal reaches it (as against Kafka 4.4 and 3.9). Asked for the group's
+        # committed offsets, which needs no topic metadata, he is refused on the group.
+        check_acl_refusal(client, data["consumer"], TOPIC_REFUSED, "bob's consumer")
+        offsets = data["offsets"]
+        if client.family == "java":
+            check_acl_refusal(client, offsets, GROUP_REFUSED, "bob's offset fetch")
+        else:
+            # kafkajs fails a refused coordinator look-up with an error of its own, having
+            # logged the broker's
+            if not offsets["failed"]:
+                pytest.fail("bob's offset fetch was served", pytrace=False)
+            names = [error["name"] for error in offsets["chain"]]
+            assert names == ["KafkaJSGroupCoordinatorNotFound"], offsets["chain"]
+            assert GROUP_REFUSED.kafkajs in offsets["logged"], offsets["logged"]
+        assert broker.committed_offsets(ACL_GROUP) == {(ACL_TOPIC, 0): RECORDS}
+    elif step == "acl_deleted":
+        assert data["deleted"] == [list(ALICE_WRITES)]
+        assert sorted(acls_of(broker)) == sorted(set(GRANTS) - {ALICE_WRITES})
+        check_acl_refusal(client, data["producer"], TOPIC_REFUSED, "alice's producer")
+        if client.family == "java":
+            # A new idempotent producer needs WRITE on some topic (or IDEMPOTENT_WRITE on
+            # the cluster) for its producer id: alice now has neither. The send fails with
+            # that refusal, or with the producer's error state it caused, depending on
+            # whether the record was queued before the refusal came.
+            check_acl_refusal(
+                client, data["new_producer"], CLUSTER_REFUSED, "alice's new producer", wrapped=True
+            )
+        assert data["end_offset"] == RECORDS
+        assert broker.end_offsets(ACL_TOPIC) == {0: RECORDS}
+    else:
+        raise AssertionError(f"no ACL step {step}")
 
 
 def _stderr_tail(run: Run, lines: int = 30) -> str:
@@ -452,7 +635,9 @@ def test_security_scenario(client_run: Run, scenario: Scenario, _brokers: Broker
         )
     if not result["ok"]:
         pytest.fail(f"{where} failed in the driver:\n{result['error']}", pytrace=False)
-    if scenario.refusal is None:
+    if scenario.acl_step is not None:
+        check_acl_step(_brokers, client, scenario, result["data"])
+    elif scenario.refusal is None:
         check_round_trip(_brokers, client, scenario, result["data"])
     else:
         check_refusal(client, scenario.refusal, result["data"])

@@ -115,6 +115,25 @@ class Driver:
     def round_trip(self, topic: str) -> list[bytes]:
         raise NotImplementedError
 
+    def _settings(self) -> dict[str, Any]:
+        """Keyword settings of the Python libraries (aiokafka and kafka-python spell
+        them alike)."""
+        s = self.security
+        settings: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap,
+            "security_protocol": s.protocol,
+            "request_timeout_ms": int(TIMEOUT * 1000),
+        }
+        if s.protocol in ("SSL", "SASL_SSL"):
+            settings["ssl_context"] = self.ssl_context()
+        if s.mechanism is not None:
+            settings.update(
+                sasl_mechanism=s.mechanism,
+                sasl_plain_username=s.user,
+                sasl_plain_password=s.password,
+            )
+        return settings
+
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.tls.ca))
         if self.security.client_certificate:
@@ -173,23 +192,6 @@ class ConfluentDriver(Driver):
 class AiokafkaDriver(Driver):
     name = "aiokafka"
 
-    def _settings(self) -> dict[str, Any]:
-        s = self.security
-        settings: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap,
-            "security_protocol": s.protocol,
-            "request_timeout_ms": int(TIMEOUT * 1000),
-        }
-        if s.protocol in ("SSL", "SASL_SSL"):
-            settings["ssl_context"] = self.ssl_context()
-        if s.mechanism is not None:
-            settings.update(
-                sasl_mechanism=s.mechanism,
-                sasl_plain_username=s.user,
-                sasl_plain_password=s.password,
-            )
-        return settings
-
     def round_trip(self, topic: str) -> list[bytes]:
         return asyncio.run(asyncio.wait_for(self._round_trip(topic), TIMEOUT))
 
@@ -224,23 +226,6 @@ class AiokafkaDriver(Driver):
 
 class KafkaPythonDriver(Driver):
     name = "kafka-python"
-
-    def _settings(self) -> dict[str, Any]:
-        s = self.security
-        settings: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap,
-            "security_protocol": s.protocol,
-            "request_timeout_ms": int(TIMEOUT * 1000),
-        }
-        if s.protocol in ("SSL", "SASL_SSL"):
-            settings["ssl_context"] = self.ssl_context()
-        if s.mechanism is not None:
-            settings.update(
-                sasl_mechanism=s.mechanism,
-                sasl_plain_username=s.user,
-                sasl_plain_password=s.password,
-            )
-        return settings
 
     def round_trip(self, topic: str) -> list[bytes]:
         import kafka
