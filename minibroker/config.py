@@ -147,6 +147,11 @@ class BrokerConfig:
         "connection closes (0: for ever) (connections.max.reauth.ms)",
     )
 
+    log_retention_check_interval_ms: int = _setting(
+        300_000,
+        "how often topics give up what retention.ms and retention.bytes no longer keep "
+        "(log.retention.check.interval.ms); also whenever the broker's clock is advanced",
+    )
     connection_failed_authentication_delay_ms: int = _setting(
         100,
         "a connection refused sign-in is closed this long after the answer saying why, so "
@@ -276,6 +281,7 @@ class BrokerConfig:
             "transactional.id.expiration.ms": str(self.transactional_id_expiration_ms),
             "default.replication.factor": "1",
             "log.message.timestamp.type": "CreateTime",
+            "log.retention.check.interval.ms": str(self.log_retention_check_interval_ms),
         }
 
 
@@ -340,6 +346,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0,
     "connection_failed_authentication_delay_ms": 0,
+    "log_retention_check_interval_ms": 1,
 }
 
 

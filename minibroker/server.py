@@ -30,6 +30,7 @@ from minibroker.handlers.registry import OPEN_SESSION
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
+from minibroker.state import retention
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
 from minibroker.state.sessions import (
     ANONYMOUS,
@@ -321,14 +322,18 @@ class NodeServer:
 
 
 class GroupTimer:
-    """Runs the group coordinator's deadlines (session expiry, rebalance timeouts, offset
-    retention); one per cluster, however many nodes serve it. It wakes on group events
-    only, never on appends."""
+    """Runs the cluster's deadlines: the group coordinator's (session expiry, rebalance
+    timeouts, offset retention), the transaction coordinator's, and log retention
+    (state/retention.py) every log_retention_check_interval_ms. One per cluster, however
+    many nodes serve it. It wakes on group events and clock advances, never on appends."""
 
     def __init__(self, cluster: ClusterState) -> None:
         self.cluster = cluster
         self.waiters = WaiterIndex()
         self._task: asyncio.Task[None] | None = None
+        self._retention_interval = cluster.config.log_retention_check_interval_ms / 1000
+        self._next_retention = cluster.clock.monotonic() + self._retention_interval
+        self._advanced = cluster.clock.advanced  # a clock advance applies retention at once
 
     def start(self) -> None:
         self.cluster.on_append.append(self._changed)
@@ -350,9 +355,17 @@ class GroupTimer:
     async def _run(self) -> None:
         clock = self.cluster.clock
         while True:
+            if clock.monotonic() >= self._next_retention or clock.advanced != self._advanced:
+                self._advanced = clock.advanced
+                self._next_retention = clock.monotonic() + self._retention_interval
+                try:
+                    retention.enforce(self.cluster.topics, clock.wall_ms())
+                except Exception:
+                    log.exception("log retention failed")
             deadlines = (
                 self.cluster.groups.next_deadline(),
                 self.cluster.transactions.next_deadline(),
+                self._next_retention,
             )
             deadline = min((d for d in deadlines if d is not None), default=None)
             wait = GROUP_TIMER_IDLE if deadline is None else deadline - clock.monotonic()

@@ -155,6 +155,22 @@ class PartitionLog:
         self.size_bytes -= removed
         return offset
 
+    def retained_from(self, cutoff_ms: int | None, max_bytes: int | None) -> int:
+        """The offset retention lets the log start at (state/retention.py): from the
+        oldest batch on, a batch goes while its largest timestamp is before `cutoff_ms`
+        or the log without it still holds at least `max_bytes` (None: no such limit)."""
+        index, size = 0, self.size_bytes
+        count = len(self._batches)
+        while index < count:
+            length = len(self._batches[index])
+            old = cutoff_ms is not None and self._batch_timestamps[index] < cutoff_ms
+            large = max_bytes is not None and size - length >= max_bytes
+            if not (old or large):
+                break
+            size -= length
+            index += 1
+        return self._base_offsets[index] if index < count else self.next_offset
+
     def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
         """Stored bytes a read at `offset` could return (its batch and all after it, up to
         the batch holding `end_offset` when given)."""
