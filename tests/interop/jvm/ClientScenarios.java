@@ -153,8 +153,8 @@ public final class ClientScenarios {
             if (only != null && !only.contains(scenario.name())) {
                 continue;
             }
-            emit(Map.of("start", scenario.name()));
-            emit(runOne(scenario));
+            Json.emit(Map.of("start", scenario.name()));
+            Json.emit(runOne(scenario));
         }
         System.out.flush();
         // Clients a timed-out scenario left behind must not keep the JVM alive.
@@ -183,7 +183,7 @@ public final class ClientScenarios {
                     + threadStack(worker.get());
             running.cancel(true);
         } catch (ExecutionException e) {
-            error = describe(e.getCause());
+            error = Json.describe(e.getCause(), "ClientScenarios");
         } catch (InterruptedException e) {
             error = "interrupted";
             Thread.currentThread().interrupt();
@@ -198,29 +198,6 @@ public final class ClientScenarios {
         }
         result.put("seconds", (System.nanoTime() - started) / 1e9);
         return result;
-    }
-
-    // --- reporting ---
-
-    static synchronized void emit(Map<String, Object> line) {
-        System.out.println(Json.of(line));
-        System.out.flush();
-    }
-
-    static String describe(Throwable error) {
-        StringBuilder text = new StringBuilder();
-        int depth = 0;
-        for (Throwable t = error; t != null && depth < 6; t = t.getCause(), depth++) {
-            text.append(depth == 0 ? "" : "caused by ").append(t.getClass().getName())
-                    .append(": ").append(t.getMessage()).append('\n');
-        }
-        int shown = 0;
-        for (StackTraceElement frame : error.getStackTrace()) {
-            if (frame.getClassName().startsWith("ClientScenarios") && shown++ < 6) {
-                text.append("  at ").append(frame).append('\n');
-            }
-        }
-        return text.toString().strip();
     }
 
     static String threadStack(Thread thread) {

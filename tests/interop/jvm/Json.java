@@ -1,10 +1,33 @@
-// One JSON line per report, without a library on the classpath: ClientScenarios and
-// matrix/MatrixDriver both print their results with it.
+// One JSON line per report, without a library on the classpath: ClientScenarios,
+// matrix/MatrixDriver and security/SecurityScenarios print their results with it.
 import java.util.Collection;
 import java.util.Map;
 
 final class Json {
     private Json() {}
+
+    /** Print one report line and flush it, whichever thread reports. */
+    static synchronized void emit(Map<String, Object> line) {
+        System.out.println(of(line));
+        System.out.flush();
+    }
+
+    /** An error and its causes, one per line, with up to six frames of `program`. */
+    static String describe(Throwable error, String program) {
+        StringBuilder text = new StringBuilder();
+        int depth = 0;
+        for (Throwable t = error; t != null && depth < 6; t = t.getCause(), depth++) {
+            text.append(depth == 0 ? "" : "caused by ").append(t.getClass().getName())
+                    .append(": ").append(t.getMessage()).append('\n');
+        }
+        int shown = 0;
+        for (StackTraceElement frame : error.getStackTrace()) {
+            if (frame.getClassName().startsWith(program) && shown++ < 6) {
+                text.append("  at ").append(frame).append('\n');
+            }
+        }
+        return text.toString().strip();
+    }
 
     static String of(Object value) {
         StringBuilder out = new StringBuilder();

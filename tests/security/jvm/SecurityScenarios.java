@@ -92,7 +92,7 @@ public final class SecurityScenarios {
             if (setting(name, "kind").startsWith("acl_")) {
                 aclSteps.add(name);
             } else {
-                runs.add(pool.submit(() -> emit(runOne(name))));
+                runs.add(pool.submit(() -> Json.emit(runOne(name))));
             }
         }
         // The ACL story's steps build on each other: one after another, in their order.
@@ -100,7 +100,7 @@ public final class SecurityScenarios {
             runs.add(pool.submit(() -> {
                 try {
                     for (String name : aclSteps) {
-                        emit(runOne(name));
+                        Json.emit(runOne(name));
                     }
                 } finally {
                     AclStory.close();
@@ -116,7 +116,7 @@ public final class SecurityScenarios {
     }
 
     static Map<String, Object> runOne(String name) {
-        emit(Map.of("start", name));
+        Json.emit(Map.of("start", name));
         Map<String, Object> data = Collections.synchronizedMap(new LinkedHashMap<>());
         ExecutorService worker = Executors.newSingleThreadExecutor(runnable -> {
             Thread thread = new Thread(runnable, "scenario-" + name);
@@ -145,7 +145,7 @@ public final class SecurityScenarios {
             error = "scenario did not finish within " + SCENARIO_SECONDS + " s";
             running.cancel(true);
         } catch (ExecutionException e) {
-            error = describe(e.getCause());
+            error = Json.describe(e.getCause(), "SecurityScenarios");
         } catch (InterruptedException e) {
             error = "interrupted";
             Thread.currentThread().interrupt();
@@ -350,7 +350,7 @@ public final class SecurityScenarios {
                 DeleteAclsResult.FilterResults results = admin.deleteAcls(List.of(revoke)).values().get(revoke).get(20, TimeUnit.SECONDS);
                 List<Object> deleted = new ArrayList<>();
                 for (DeleteAclsResult.FilterResult result : results.values()) {
-                    deleted.add(result.exception() == null ? fields(result.binding()) : describe(result.exception()));
+                    deleted.add(result.exception() == null ? fields(result.binding()) : Json.describe(result.exception(), "SecurityScenarios"));
                 }
                 data.put("deleted", deleted);
             }
@@ -424,7 +424,7 @@ public final class SecurityScenarios {
                 causes.add(t.getClass().getName());
             }
             out.put("causes", causes);
-            out.put("description", describe(cause));
+            out.put("description", Json.describe(cause, "SecurityScenarios"));
         }
         return out;
     }
@@ -488,28 +488,5 @@ public final class SecurityScenarios {
 
     static String read(String path) throws Exception {
         return Files.readString(Path.of(path), StandardCharsets.US_ASCII);
-    }
-
-    // --- reporting ---
-
-    static synchronized void emit(Map<String, Object> line) {
-        System.out.println(Json.of(line));
-        System.out.flush();
-    }
-
-    static String describe(Throwable error) {
-        StringBuilder text = new StringBuilder();
-        int depth = 0;
-        for (Throwable t = error; t != null && depth < 6; t = t.getCause(), depth++) {
-            text.append(depth == 0 ? "" : "caused by ").append(t.getClass().getName())
-                    .append(": ").append(t.getMessage()).append('\n');
-        }
-        int shown = 0;
-        for (StackTraceElement frame : error.getStackTrace()) {
-            if (frame.getClassName().startsWith("SecurityScenarios") && shown++ < 6) {
-                text.append("  at ").append(frame).append('\n');
-            }
-        }
-        return text.toString().strip();
     }
 }
