@@ -24,12 +24,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.make(
             "DescribeClusterBroker",
             broker_id=node.node_id,
-            host=ctx.endpoint(node)[0],
-            port=ctx.endpoint(node)[1],
+            host=host,
+            port=port,
             rack=node.rack,
             is_fenced=False,
         )
         for node in sorted(cluster.nodes.values(), key=lambda n: n.node_id)
+        for host, port in (ctx.endpoint(node),)
     )
     return ctx.response(
         throttle_time=NO_THROTTLE,

@@ -164,14 +164,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 entries.append(_encoded_entry(ctx, topic))
     brokers = tuple(
-        ctx.make(
-            "MetadataResponseBroker",
-            node_id=n.node_id,
-            host=ctx.endpoint(n)[0],
-            port=ctx.endpoint(n)[1],
-            rack=n.rack,
-        )
+        ctx.make("MetadataResponseBroker", node_id=n.node_id, host=host, port=port, rack=n.rack)
         for n in sorted(cluster.nodes.values(), key=lambda n: n.node_id)
+        for host, port in (ctx.endpoint(n),)
     )
     response = ctx.response(
         throttle_time=NO_THROTTLE,
