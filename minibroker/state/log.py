@@ -9,6 +9,13 @@ arrays index the batches: their base offsets (to find the batch holding an offse
 the running maximum of their max timestamps (monotonic, so a timestamp lookup is a
 bisection, like Kafka's time index).
 
+The index arrays live here, above the store that holds the bytes: a MemoryStore (the
+default) keeps each batch as it arrived; a SegmentStore (minibroker/storage/segments.py,
+with a data directory) writes them to segment files. Byte positions count from the
+partition's creation and never move back, so deleting old batches leaves the others'
+positions alone. Compaction (state/compaction.py) can leave gaps between batches: a read
+at an offset in a gap starts at the next batch.
+
 Transactions: a transactional batch opens its producer's transaction in the partition (at
 its base offset) unless one is open; a control batch (a commit or abort marker) closes it.
 The last stable offset (LSO) is the first offset of the oldest open transaction, or the
@@ -22,7 +29,9 @@ from __future__ import annotations
 import bisect
 import itertools
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
@@ -47,13 +56,81 @@ class AppendResult:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
 
 
-class PartitionLog:
+class BatchStore(Protocol):
+    """Where a partition's batches are kept; PartitionLog indexes them. Batches are
+    numbered from 0, the oldest still kept."""
+
+    def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
+        """Keep `batch` (its header's base offset not yet set) at byte `position`."""
+
+    def pieces(
+        self, first: int, stop: int, base_offsets: array[int], positions: array[int], end: int
+    ) -> list[bytes | memoryview]:
+        """Batches [first, stop) as stored (base offsets and leader epoch set), in pieces
+        a socket can send; `end` is the byte position after the last batch."""
+        ...
+
+    def batch(self, index: int, base_offset: int, position: int, length: int) -> bytes:
+        """Batch `index` as stored."""
+        ...
+
+    def drop_first(self, count: int, position: int) -> None:
+        """Forget the `count` oldest batches; the first kept one starts at `position`."""
+
+    def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
+        """Put `batches` (complete, base offsets set) in place of the `count` oldest,
+        the first of them at byte `position` (compaction)."""
+
+    def close(self) -> None:
+        """Release what the store holds open (a store is reopened on use)."""
+
+
+class MemoryStore:
+    """Batches in memory, each as the producer sent it (often a view of the request
+    frame): a read puts the base offset, length and leader epoch in front of the rest."""
+
     def __init__(self) -> None:
         self._batches: list[bytes | memoryview] = []
+
+    def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
+        self._batches.append(batch)
+
+    def pieces(
+        self, first: int, stop: int, base_offsets: array[int], positions: array[int], end: int
+    ) -> list[bytes | memoryview]:
+        pieces: list[bytes | memoryview] = []
+        pack_prefix = records.STORED_PREFIX.pack
+        after_prefix = records.STORED_PREFIX.size
+        length_of = records.LOG_OVERHEAD
+        batches = self._batches
+        for index in range(first, stop):
+            batch = batches[index]
+            pieces.append(pack_prefix(base_offsets[index], len(batch) - length_of, LEADER_EPOCH))
+            pieces.append(memoryview(batch)[after_prefix:])
+        return pieces
+
+    def batch(self, index: int, base_offset: int, position: int, length: int) -> bytes:
+        return records.with_base_offset(self._batches[index], base_offset, LEADER_EPOCH)
+
+    def drop_first(self, count: int, position: int) -> None:
+        del self._batches[:count]
+
+    def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
+        self._batches[:count] = batches
+
+    def close(self) -> None:
+        pass
+
+
+class PartitionLog:
+    def __init__(self, store: BatchStore | None = None) -> None:
+        self.store: BatchStore = store if store is not None else MemoryStore()
         self._base_offsets = array("q")
+        self._last_offsets = array("q")  # each batch's last offset: finds a batch by offset
         self._max_timestamps = array("q")  # running maximum, for bisection
         self._batch_timestamps = array("q")  # each batch's own max timestamp
-        self._positions = array("q")  # byte position of each batch in the log
+        self._positions = array("q")  # byte position of each batch since the log began
+        self._end_position = 0  # byte position after the last batch
         self.log_start_offset = 0
         self.next_offset = 0  # log end offset; with no followers also the high watermark
         self.size_bytes = 0
@@ -98,7 +175,14 @@ class PartitionLog:
 
     @property
     def batch_count(self) -> int:
-        return len(self._batches)
+        return len(self._base_offsets)
+
+    def _position_of(self, index: int) -> int:
+        """Byte position where batch `index` starts (the batch count: the end)."""
+        return self._positions[index] if index < len(self._positions) else self._end_position
+
+    def _length(self, index: int) -> int:
+        return self._position_of(index + 1) - self._positions[index]
 
     def append(
         self,
@@ -116,17 +200,41 @@ class PartitionLog:
             stored = records.with_log_append_time(batch, base_offset, log_append_time_ms)
             max_timestamp = log_append_time_ms
             append_time = log_append_time_ms
-        previous_max = self._max_timestamps[-1] if self._max_timestamps else -1
-        self._batches.append(stored)
-        self._base_offsets.append(base_offset)
-        self._batch_timestamps.append(max_timestamp)
-        self._positions.append(self.size_bytes)
-        self._max_timestamps.append(max(previous_max, max_timestamp))
+        self.store.append(base_offset, stored, self._end_position)
+        self._index(header, base_offset, max_timestamp, len(stored))
         if header.is_transactional and not header.is_control:
             self._open_transactions.setdefault(header.producer_id, base_offset)
-        self.next_offset = base_offset + header.last_offset_delta + 1
-        self.size_bytes += len(stored)
         return AppendResult(base_offset=base_offset, log_append_time=append_time)
+
+    def _index(
+        self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
+    ) -> None:
+        previous_max = self._max_timestamps[-1] if self._max_timestamps else -1
+        self._base_offsets.append(base_offset)
+        self._last_offsets.append(base_offset + header.last_offset_delta)
+        self._batch_timestamps.append(max_timestamp)
+        self._positions.append(self._end_position)
+        self._max_timestamps.append(max(previous_max, max_timestamp))
+        self.next_offset = base_offset + header.last_offset_delta + 1
+        self._end_position += length
+        self.size_bytes += length
+
+    def restore(self, header: BatchHeader, length: int, *, commit: bool | None = None) -> None:
+        """Index a batch the store already holds at the end (recovery from segment
+        files): its offsets, timestamps and transaction bookkeeping as append would
+        have left them. `commit` tells a control batch's marker type."""
+        if not self._base_offsets:
+            self.log_start_offset = max(self.log_start_offset, header.base_offset)
+            self._end_position = 0
+        self._index(header, header.base_offset, header.max_timestamp, length)
+        if header.is_control:
+            first = self._open_transactions.pop(header.producer_id, None)
+            if first is not None and commit is False:
+                self.aborted.append(
+                    AbortedTransaction(header.producer_id, first, header.base_offset)
+                )
+        elif header.is_transactional:
+            self._open_transactions.setdefault(header.producer_id, header.base_offset)
 
     def delete_before(self, offset: int) -> int:
         """Move the log start offset up to `offset` (DeleteRecords; at most the log end)
@@ -141,28 +249,54 @@ class PartitionLog:
             return self.log_start_offset
         self.log_start_offset = offset
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
-        keep_from = self._batch_index(offset) if offset < self.next_offset else len(self._batches)
+        keep_from = self._batch_index(offset)
         if keep_from == 0:
             return offset
-        removed = self._positions[keep_from] if keep_from < len(self._batches) else self.size_bytes
-        del self._batches[:keep_from]
+        kept_at = self._position_of(keep_from)
+        self.store.drop_first(keep_from, kept_at)
         del self._base_offsets[:keep_from]
+        del self._last_offsets[:keep_from]
         del self._batch_timestamps[:keep_from]
-        self._positions = array(
-            "q", (position - removed for position in self._positions[keep_from:])
-        )
+        del self._positions[:keep_from]
         self._max_timestamps = array("q", itertools.accumulate(self._batch_timestamps, max))
-        self.size_bytes -= removed
+        self.size_bytes = self._end_position - kept_at
         return offset
+
+    def replace_first(self, count: int, batches: Sequence[bytes]) -> None:
+        """Put `batches` (complete, base offsets set, in offset order, within the offsets
+        of the `count` oldest batches) in their place: compaction's rewrite. Offsets,
+        the log start and the end stay; the rewritten batches end where they ended."""
+        count = min(count, len(self._base_offsets))
+        end = self._position_of(count)
+        start = end - sum(len(batch) for batch in batches)
+        self.store.replace_first(count, batches, start)
+        headers = [records.read_header(batch) for batch in batches]
+        lengths = itertools.accumulate((len(batch) for batch in batches), initial=start)
+        self._base_offsets[:count] = array("q", (h.base_offset for h in headers))
+        self._last_offsets[:count] = array(
+            "q", (h.base_offset + h.last_offset_delta for h in headers)
+        )
+        self._batch_timestamps[:count] = array("q", (h.max_timestamp for h in headers))
+        self._positions[:count] = array("q", itertools.islice(lengths, len(batches)))
+        self._max_timestamps = array("q", itertools.accumulate(self._batch_timestamps, max))
+        self.size_bytes = self._end_position - self._position_of(0)
+
+    def batch_offsets(self, index: int) -> tuple[int, int]:
+        """(base offset, last offset) of batch `index`."""
+        return self._base_offsets[index], self._last_offsets[index]
+
+    def stored_batch(self, index: int) -> bytes:
+        """Batch `index` as a fetch returns it."""
+        return self._stored(index)
 
     def retained_from(self, cutoff_ms: int | None, max_bytes: int | None) -> int:
         """The offset retention lets the log start at (state/retention.py): from the
         oldest batch on, a batch goes while its largest timestamp is before `cutoff_ms`
         or the log without it still holds at least `max_bytes` (None: no such limit)."""
         index, size = 0, self.size_bytes
-        count = len(self._batches)
+        count = len(self._base_offsets)
         while index < count:
-            length = len(self._batches[index])
+            length = self._length(index)
             old = cutoff_ms is not None and self._batch_timestamps[index] < cutoff_ms
             large = max_bytes is not None and size - length >= max_bytes
             if not (old or large):
@@ -175,17 +309,21 @@ class PartitionLog:
         """Stored bytes a read at `offset` could return (its batch and all after it, up to
         the batch holding `end_offset` when given)."""
         end = self.next_offset if end_offset is None else end_offset
-        if offset >= end or not self._batches:
+        index = self._batch_index(offset)
+        if offset >= end or index >= len(self._positions):
             return 0
-        first = self._positions[self._batch_index(offset)]
+        first = self._positions[index]
         if end >= self.next_offset:
-            return self.size_bytes - first
-        return self._positions[bisect.bisect_left(self._base_offsets, end)] - first
+            return self._end_position - first
+        stop = bisect.bisect_left(self._base_offsets, end)
+        return (
+            self._positions[stop] if stop < len(self._positions) else self._end_position
+        ) - first
 
     def _batch_index(self, offset: int) -> int:
-        """Index of the batch that holds `offset` (or the first one after it)."""
-        index = bisect.bisect_right(self._base_offsets, offset) - 1
-        return max(index, 0)
+        """Index of the batch that holds `offset`, or of the first one after it (past the
+        last batch: the batch count)."""
+        return bisect.bisect_left(self._last_offsets, offset)
 
     def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
         """Stored batches from the one holding `offset`, up to `max_bytes` in total.
@@ -208,26 +346,24 @@ class PartitionLog:
         size: a Fetch answer copies them once, into its frame. With `end_offset` (the last
         stable offset of a read_committed fetch), only batches before it."""
         end = self.next_offset if end_offset is None else end_offset
-        if offset >= end or not self._batches:
+        first = self._batch_index(offset)
+        count = len(self._positions)
+        if offset >= end or first >= count:
             return [], 0
-        index = self._batch_index(offset)
-        pieces: list[bytes | memoryview] = []
-        total = 0
-        pack_prefix = records.STORED_PREFIX.pack
-        after_prefix = records.STORED_PREFIX.size
-        length_of = records.LOG_OVERHEAD
-        base_offsets = self._base_offsets
-        for position in range(index, len(self._batches)):
-            if base_offsets[position] >= end:
-                break
-            batch = self._batches[position]
-            if total + len(batch) > max_bytes and (pieces or not allow_oversized_first):
-                break
-            pieces.append(pack_prefix(base_offsets[position], len(batch) - length_of, LEADER_EPOCH))
-            pieces.append(memoryview(batch)[after_prefix:])
-            total += len(batch)
-            if total >= max_bytes:
-                break
+        positions = self._positions
+        start = positions[first]
+        # The batches that fit in max_bytes whole, and none at or after `end`.
+        stop = bisect.bisect_right(positions, start + max_bytes, lo=first + 1)
+        if stop < count or self._end_position - start > max_bytes:
+            stop -= 1
+        if stop == first and allow_oversized_first:
+            stop = first + 1
+        if end < self.next_offset:
+            stop = min(stop, bisect.bisect_left(self._base_offsets, end, lo=first))
+        if stop == first:
+            return [], 0
+        total = self._position_of(stop) - start
+        pieces = self.store.pieces(first, stop, self._base_offsets, positions, self._end_position)
         return pieces, total
 
     def offset_after_read(self, offset: int, size: int) -> int:
@@ -236,13 +372,13 @@ class PartitionLog:
             return offset
         end_position = self._positions[self._batch_index(offset)] + size
         index = bisect.bisect_left(self._positions, end_position)
-        return self._base_offsets[index] if index < len(self._batches) else self.next_offset
+        return self._base_offsets[index] if index < len(self._positions) else self.next_offset
 
     def _stored(self, index: int) -> bytes:
         """Batch `index` as stored: its base offset and leader epoch in the header (off the
         hot path)."""
-        return records.with_base_offset(
-            self._batches[index], self._base_offsets[index], LEADER_EPOCH
+        return self.store.batch(
+            index, self._base_offsets[index], self._positions[index], self._length(index)
         )
 
     def offset_for_timestamp(
@@ -258,7 +394,7 @@ class PartitionLog:
         is never after the record asked for.
         """
         index = bisect.bisect_left(self._max_timestamps, timestamp_ms)
-        if index >= len(self._batches):
+        if index >= len(self._base_offsets):
             return None
         batch = self._stored(index)
         start = self.log_start_offset  # records before it were deleted (DeleteRecords)
@@ -280,7 +416,7 @@ class PartitionLog:
         batch's records need not be in timestamp order. Only the first batch holding the
         largest timestamp (where the running maximum first reaches it) is decoded.
         """
-        if not self._batches:
+        if not self._base_offsets:
             return None
         best = bisect.bisect_left(self._max_timestamps, self._max_timestamps[-1])
         batch = self._stored(best)
@@ -296,4 +432,4 @@ class PartitionLog:
 
     def batches(self) -> list[bytes]:
         """Every batch as a fetch would return it."""
-        return [self._stored(index) for index in range(len(self._batches))]
+        return [self._stored(index) for index in range(len(self._base_offsets))]

@@ -350,3 +350,18 @@ def test_delete_before_drops_the_batches_that_end_before_the_new_start() -> None
     assert (log.batch_count, log.size_bytes, log.read(7, 1 << 20)) == (0, 0, b"")
     assert _append(log, 1) == 7
     assert log.bytes_from(7) == log.size_bytes
+
+
+def test_a_rewritten_prefix_keeps_offsets_and_reads_skip_its_gaps() -> None:
+    log = PartitionLog()
+    for _ in range(4):
+        _append(log, 3)  # offsets 0-2, 3-5, 6-8, 9-11
+    kept = [log.stored_batch(1), log.stored_batch(2)]  # the first batch goes: a gap at 0-2
+    log.replace_first(3, kept)
+    assert (log.log_start_offset, log.next_offset, log.batch_count) == (0, 12, 3)
+    assert log.size_bytes == sum(len(b) for b in log.batches())
+    [(header, _), *_] = split_batches(log.read(0, 1 << 20))
+    assert header.base_offset == 3  # a read in the gap starts at the next batch
+    assert [h.base_offset for h, _ in split_batches(log.read(7, 1 << 20))] == [6, 9]
+    assert log.bytes_from(1) == log.size_bytes
+    assert log.offset_after_read(0, len(kept[0])) == 6
