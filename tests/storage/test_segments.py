@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -59,13 +60,13 @@ def test_every_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
     [segment] = (tmp_path / "whole").glob("*.log")
     data = segment.read_bytes()
     ends = [0]
-    for header, batch in split_batches(data):
+    for _header, batch in split_batches(data):
         ends.append(ends[-1] + len(batch))
     for cut in range(len(data) + 1):
         directory = tmp_path / f"cut{cut}"
         directory.mkdir()
         (directory / segment.name).write_bytes(data[:cut])
-        segments, recovery = recover(directory)
+        _segments, recovery = recover(directory)
         whole = max(end for end in ends if end <= cut)
         assert len(recovery.batches) == ends.index(whole), cut
         assert (directory / segment.name).stat().st_size == whole, cut
@@ -78,7 +79,7 @@ def test_a_corrupt_batch_ends_the_log_and_later_segments_go(tmp_path: Path) -> N
     data = bytearray(second.read_bytes())
     data[-3] ^= 0xFF  # inside the last batch of the second segment, under its CRC
     second.write_bytes(bytes(data))
-    segments, recovery = recover(tmp_path)
+    _segments, recovery = recover(tmp_path)
     assert [p.name for p in sorted(tmp_path.glob("*.log"))] == [first.name, second.name]
     assert recovery.deleted_segments == len(later)
     log = _reopened(tmp_path, segment_bytes=200)
@@ -147,7 +148,7 @@ def test_a_failed_write_leaves_no_half_batch(tmp_path: Path, segment_bytes: int)
     assert isinstance(store, SegmentStore)
     batch = build_batch([(None, b"x")])
     before = sorted((p.name, p.stat().st_size) for p in tmp_path.glob("*.log"))
-    original = __import__("os").writev
+    original = os.writev
 
     def failing_writev(fd: int, pieces: list[memoryview]) -> int:
         original(fd, [pieces[0][:5]])
