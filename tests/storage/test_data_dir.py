@@ -3,6 +3,7 @@ records, configs, committed offsets and producer ids are as they were."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -176,3 +177,43 @@ def test_deleted_records_stay_deleted_after_a_restart(tmp_path: Path) -> None:
     with Broker(data_dir=str(tmp_path)) as broker:
         found = _read_all(broker.bootstrap_servers, "trimmed")
         assert [offset for _, offset, *_ in found] == [6, 7, 8, 9]
+
+
+def test_retention_deletes_old_segment_files(tmp_path: Path) -> None:
+    with Broker(data_dir=str(tmp_path)) as broker:
+        bootstrap = broker.bootstrap_servers
+        topic = NewTopic("aging", 1, 1, config={"retention.ms": "60000", "segment.bytes": "100"})
+        _create(bootstrap, topic)
+        for _ in range(6):
+            _produce(bootstrap, "aging", 1)  # a batch each, a segment each
+        [directory] = (tmp_path / "logs").iterdir()
+        assert len(list((directory / "0").glob("*.log"))) == 6
+        broker.clock.advance(61)
+        deadline = time.monotonic() + TIMEOUT
+        while len(list((directory / "0").glob("*.log"))) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # All but the active segment, which keeps where the log ends.
+        assert len(list((directory / "0").glob("*.log"))) == 1
+        assert _read_all(bootstrap, "aging") == []
+    with Broker(data_dir=str(tmp_path)) as broker:
+        _produce(broker.bootstrap_servers, "aging", 1)
+        assert [o for _, o, *_ in _read_all(broker.bootstrap_servers, "aging")] == [6]
+
+
+@pytest.mark.parametrize(("policy", "synced_before_stop"), [("write", True), ("os", False)])
+def test_the_flush_policy_decides_when_writes_are_synced(
+    tmp_path: Path, policy: str, synced_before_stop: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    with Broker(data_dir=str(tmp_path), log_flush=policy) as broker:
+        _create(broker.bootstrap_servers, NewTopic("synced", 1, 1))
+        monkeypatch.setattr("minibroker.storage.segments.os.fsync", counting_fsync)
+        _produce(broker.bootstrap_servers, "synced", 3, acks="all")
+        assert bool(synced) == synced_before_stop
+    assert synced  # a clean stop syncs whatever the policy
