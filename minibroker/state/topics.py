@@ -98,6 +98,9 @@ class Partition:
     log: PartitionLog = field(default_factory=PartitionLog)
     producers: PartitionProducers = field(default_factory=PartitionProducers)
     leader_epoch: int = 0
+    # Compaction (state/compaction.py): the offset the last cleaning reached, Kafka's
+    # cleaner checkpoint; what lies after it is dirty.
+    cleaned_offset: int = 0
 
 
 @dataclass(slots=True)
