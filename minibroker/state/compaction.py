@@ -60,8 +60,7 @@ def enforce(
     """Clean every compacted partition that is due; how many lost records."""
     cleaned = 0
     for topic in topics:
-        policies = {p.strip() for p in topic.config("cleanup.policy").split(",")}
-        if topic.internal or "compact" not in policies:
+        if topic.internal or not topic.compacted:
             continue
         settings = _Settings(
             min_lag=int(topic.config("min.compaction.lag.ms")),

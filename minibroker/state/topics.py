@@ -129,6 +129,11 @@ class Topic:
         return int(self.config("max.message.bytes"))
 
     @property
+    def compacted(self) -> bool:
+        """Whether cleanup.policy includes compact (state/compaction.py)."""
+        return "compact" in (p.strip() for p in self.config("cleanup.policy").split(","))
+
+    @property
     def log_append_time(self) -> bool:
         return self.config("message.timestamp.type") == "LogAppendTime"
 
