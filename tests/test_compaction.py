@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -40,9 +41,10 @@ END = 8
 Seen = list[tuple[int, bytes | None, bytes | None]]
 
 
-@pytest.fixture
-def broker() -> Iterator[Broker]:
-    with Broker() as started:
+@pytest.fixture(params=["in-memory", "data-dir"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    data_dir = str(tmp_path) if request.param == "data-dir" else None
+    with Broker(data_dir=data_dir) as started:
         yield started
 
 

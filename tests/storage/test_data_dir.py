@@ -217,3 +217,31 @@ def test_the_flush_policy_decides_when_writes_are_synced(
         _produce(broker.bootstrap_servers, "synced", 3, acks="all")
         assert bool(synced) == synced_before_stop
     assert synced  # a clean stop syncs whatever the policy
+
+
+def test_a_compacted_log_is_kept_compacted_and_where_it_ends(tmp_path: Path) -> None:
+    configs = {
+        "cleanup.policy": "compact",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "1000",
+        "segment.bytes": "150",
+    }
+    with Broker(data_dir=str(tmp_path)) as broker:
+        bootstrap = broker.bootstrap_servers
+        _create(bootstrap, NewTopic("latest", 1, 1, config=configs))
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+        for key, value in [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"b", None)]:
+            producer.produce("latest", value, key=key)
+            assert producer.flush(TIMEOUT) == 0  # a batch each
+        broker.clock.advance(2)  # past delete.retention.ms: the tombstone may go
+        deadline = time.monotonic() + TIMEOUT
+        while len(_read_all(bootstrap, "latest")) > 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cleaned = [(o, k, v) for _, o, k, v, _ in _read_all(bootstrap, "latest")]
+        # The tombstone is the newest batch, kept whole to mark where the log ends.
+        assert cleaned == [(2, b"a", b"2"), (3, b"b", None)]
+    with Broker(data_dir=str(tmp_path)) as broker:
+        bootstrap = broker.bootstrap_servers
+        assert [(o, k, v) for _, o, k, v, _ in _read_all(bootstrap, "latest")] == cleaned
+        _produce(bootstrap, "latest", 1)
+        assert [o for _, o, *_ in _read_all(bootstrap, "latest")] == [2, 3, 4]
