@@ -10,7 +10,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 from confluent_kafka import TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from minibroker import Broker
 from minibroker.storage.data_dir import DataDirError
@@ -198,6 +198,41 @@ def test_retention_deletes_old_segment_files(tmp_path: Path) -> None:
     with Broker(data_dir=str(tmp_path)) as broker:
         _produce(broker.bootstrap_servers, "aging", 1)
         assert [o for _, o, *_ in _read_all(broker.bootstrap_servers, "aging")] == [6]
+
+
+def test_the_interval_policy_syncs_while_the_broker_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    with Broker(data_dir=str(tmp_path), log_flush="interval", log_flush_interval_ms=20) as broker:
+        _create(broker.bootstrap_servers, NewTopic("synced", 1, 1))
+        monkeypatch.setattr("minibroker.storage.segments.os.fsync", counting_fsync)
+        _produce(broker.bootstrap_servers, "synced", 3)
+        deadline = time.monotonic() + TIMEOUT
+        while not synced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert synced
+
+
+def test_added_partitions_survive_a_restart(tmp_path: Path) -> None:
+    with Broker(data_dir=str(tmp_path)) as broker:
+        bootstrap = broker.bootstrap_servers
+        _create(bootstrap, NewTopic("growing", 1, 1))
+        admin = _admin(bootstrap)
+        for future in admin.create_partitions([NewPartitions("growing", 3)]).values():
+            future.result(TIMEOUT)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+        producer.produce("growing", b"in the new partition", partition=2)
+        assert producer.flush(TIMEOUT) == 0
+    with Broker(data_dir=str(tmp_path)) as broker:
+        found = _read_all(broker.bootstrap_servers, "growing")
+        assert [(p, o, v) for p, o, _, v, _ in found] == [(2, 0, b"in the new partition")]
 
 
 @pytest.mark.parametrize(("policy", "synced_before_stop"), [("write", True), ("os", False)])
