@@ -14,6 +14,8 @@ for it (clients show it to users, and some test for it).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,6 +62,18 @@ def scram_credential(
         password, iteration_count=iterations
     )
     return ScramCredential(salt, stored_key, server_key, count)
+
+
+def scram_from_salted_password(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    """The credential for a salted password a client computed (RFC 5802: the stored key
+    is H(HMAC(salted password, "Client Key")), the server key HMAC(salted password,
+    "Server Key"))."""
+    digest = hashlib.sha256 if mechanism == "SCRAM-SHA-256" else hashlib.sha512
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    return ScramCredential(salt, digest(client_key).digest(), server_key, iterations)
 
 
 # A mechanism's view of the users: PLAIN asks whether a password is right, SCRAM for the

@@ -5,6 +5,20 @@ PLAIN only the password's salted hash is kept; for SCRAM the stored credential (
 stored key, server key, iterations), as Kafka keeps it. Users come from the Python API
 (`Broker(sasl_users={...})`, `broker.add_user(...)`) or a users file: TOML with one
 `[users]` table of `name = "password"` entries.
+
+SCRAM credentials can also be set and removed over the protocol (AlterUserScramCredentials,
+listed by DescribeUserScramCredentials), as Kafka's controller applies them:
+- the client sends the salt, iteration count and salted password; the broker keeps the
+  stored and server keys derived from it (RFC 5802), never the salted password;
+- a user with only such credentials signs in with SCRAM, not PLAIN;
+- iterations must be within 4096..16384 (UNACCEPTABLE_CREDENTIAL), the mechanism
+  SCRAM-SHA-256 (1) or SCRAM-SHA-512 (2) (UNSUPPORTED_SASL_MECHANISM), the name not empty
+  (UNACCEPTABLE_CREDENTIAL), the salt at least 12 bytes (UNACCEPTABLE_CREDENTIAL; Kafka
+  takes shorter ones, which the SCRAM exchange here could not use); deleting a
+  credential the user does not have is RESOURCE_NOT_FOUND; one user and mechanism named
+  twice in a request is DUPLICATE_RESOURCE;
+- the answer has one result per user named; a user with any refused change gets none
+  of its changes.
 """
 
 from __future__ import annotations
@@ -13,16 +27,42 @@ import hashlib
 import hmac
 import os
 import tomllib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from minibroker.protocol import sasl
 
+# Error codes (Kafka's Errors.java).
+NONE = 0
+UNSUPPORTED_SASL_MECHANISM = 33
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
+
+SCRAM_MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+MECHANISM_ID = {name: number for number, name in SCRAM_MECHANISM_IDS.items()}
+MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
+MIN_SALT_BYTES = 12  # the SCRAM exchange refuses shorter salts (Kafka has no such floor)
+
+Outcome = tuple[int, str | None]  # error code and message
+
+
+@dataclass(frozen=True, slots=True)
+class ScramChange:
+    """One change of AlterUserScramCredentials: an upsertion, or a deletion (no salt)."""
+
+    user: str
+    mechanism: int
+    iterations: int = 0
+    salt: bytes | None = None
+    salted_password: bytes = b""
+
 
 @dataclass(slots=True)
 class _User:
     salt: bytes
-    password_hash: bytes
+    password_hash: bytes | None  # None: SCRAM only (credentials set over the protocol)
     scram: dict[str, sasl.ScramCredential] = field(default_factory=dict)
 
 
@@ -65,9 +105,71 @@ class Credentials:
 
     def check_password(self, name: str, password: str) -> bool:
         user = self._users.get(name)
-        if user is None:
+        if user is None or user.password_hash is None:
             return False
         return hmac.compare_digest(user.password_hash, _hash(user.salt, password))
+
+    def scram_users(self) -> dict[str, dict[int, int]]:
+        """Every user with SCRAM credentials: mechanism id -> iterations."""
+        return {
+            name: {MECHANISM_ID[m]: c.iterations for m, c in sorted(user.scram.items())}
+            for name, user in sorted(self._users.items())
+            if user.scram
+        }
+
+    def alter_scram(self, changes: list[ScramChange]) -> dict[str, Outcome]:
+        """Apply AlterUserScramCredentials' changes (the rules above); outcome per user."""
+        outcomes: dict[str, Outcome] = {}
+        named = Counter((change.user, change.mechanism) for change in changes)
+        for change in changes:
+            refused = self._refusal(change, named[(change.user, change.mechanism)] > 1)
+            if outcomes.get(change.user, (NONE, None))[0] == NONE:
+                outcomes[change.user] = refused or (NONE, None)
+        for change in changes:
+            if outcomes[change.user][0] != NONE:
+                continue
+            mechanism = SCRAM_MECHANISM_IDS[change.mechanism]
+            user = self._users.setdefault(change.user, _User(b"", None))
+            if change.salt is None:
+                del user.scram[mechanism]
+                if not user.scram and user.password_hash is None:
+                    del self._users[change.user]
+            else:
+                user.scram[mechanism] = sasl.scram_from_salted_password(
+                    mechanism, change.salt, change.salted_password, change.iterations
+                )
+        return outcomes
+
+    def _refusal(self, change: ScramChange, repeated: bool) -> Outcome | None:
+        if not change.user:
+            return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+        if repeated:
+            return (
+                DUPLICATE_RESOURCE,
+                "A user credential cannot be altered twice in the same request",
+            )
+        mechanism = SCRAM_MECHANISM_IDS.get(change.mechanism)
+        if mechanism is None:
+            return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+        if change.salt is None:
+            user = self._users.get(change.user)
+            if user is None or mechanism not in user.scram:
+                return (
+                    RESOURCE_NOT_FOUND,
+                    "Attempt to delete a user credential that does not exist",
+                )
+            return None
+        if change.iterations < MIN_ITERATIONS:
+            return UNACCEPTABLE_CREDENTIAL, "Too few iterations"
+        if change.iterations > MAX_ITERATIONS:
+            return UNACCEPTABLE_CREDENTIAL, "Too many iterations"
+        if len(change.salt) < MIN_SALT_BYTES or not change.salted_password:
+            return (
+                UNACCEPTABLE_CREDENTIAL,
+                f"The salt must be at least {MIN_SALT_BYTES} bytes and the salted password "
+                "not empty",
+            )
+        return None
 
     def scram(self, mechanism: str, name: str) -> sasl.ScramCredential | None:
         user = self._users.get(name)
