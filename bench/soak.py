@@ -1008,6 +1008,7 @@ def table(args: argparse.Namespace, out: Outcome) -> list[str]:
         + " |",
         f"| broker RSS, first / last / max | {_mib(rss[0]) if rss else 'n/a'} / "
         f"{_mib(rss[-1]) if rss else 'n/a'} / {_mib(max(rss)) if rss else 'n/a'} |",
+        f"| broker RSS growth per acknowledged record | {_per_record(rss, out.acked)} |",
         f"| broker CPU, share of one core, mean over the run | {broker_cpu:.0%} |",
         f"| client processes' CPU, share of one core | {client_cpu:.0%} |",
         f"| groups settled / producers flushed | {out.settle_s or 0:.1f} s / "
@@ -1015,6 +1016,12 @@ def table(args: argparse.Namespace, out: Outcome) -> list[str]:
         f"| broker log lines at WARNING or above | {len(out.broker_log_warnings)} |",
     ]
     return lines
+
+
+def _per_record(rss: list[int], records: int) -> str:
+    if len(rss) < 2 or not records:
+        return "n/a"
+    return f"{(rss[-1] - rss[0]) * 1024 / records:,.0f} B"
 
 
 def _flag(count: int) -> str:
@@ -1034,7 +1041,7 @@ def series(out: Outcome) -> list[str]:
     ]
     before: Sample | None = None
     for sample in out.samples:
-        if before is None:
+        if before is None or sample.t - before.t < 1.0:  # too short for a rate
             lines.append(f"| {sample.t:.0f} | {sample.phase} | {_mib(sample.rss_kb)} | | | |")
         else:
             span = max(1e-9, sample.t - before.t)
