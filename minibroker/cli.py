@@ -235,6 +235,7 @@ async def _until_interrupted() -> None:
 
 async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     from minibroker.broker import Broker
+    from minibroker.storage.data_dir import DataDirError
 
     host = settings.pop("host", "127.0.0.1")
     port = settings.pop("port")
@@ -245,10 +246,16 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         return 2
     try:
         await broker.start()
+    except DataDirError as exc:
+        print(f"minibroker: {exc}", file=sys.stderr)
+        return 2
     except (OSError, OverflowError) as exc:
         print(f"minibroker: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
+    kept = set(broker.topics()) if broker.config.data_dir else set()
     for name, partitions, configs in args.topic:
+        if name in kept:
+            continue  # made by an earlier run and kept in the data directory
         try:
             broker.create_topic(name, partitions or broker.config.num_partitions, configs or None)
         except (TopicError, ValueError) as exc:

@@ -34,6 +34,7 @@ from minibroker.state.credentials import read_users_file
 from minibroker.state.groups import parse_assignment
 from minibroker.state.sessions import Listener
 from minibroker.state.topics import Topic
+from minibroker.storage.data_dir import DataDir
 
 log = logging.getLogger("minibroker")
 T = TypeVar("T")
@@ -82,6 +83,8 @@ class Cluster(RunsInThread):
         self._group_timer = GroupTimer(self.state)
         self._on_advance: Callable[[], None] = lambda: None
         self._running = False
+        self._data_dir: DataDir | None = None
+        self._flusher: asyncio.Task[None] | None = None
 
     @staticmethod
     def _users(config: BrokerConfig) -> dict[str, str]:
@@ -153,6 +156,7 @@ class Cluster(RunsInThread):
 
     async def start(self: Self) -> Self:
         started: list[NodeServer] = []
+        self._open_data_dir()
         try:
             for node in self.nodes:
                 await node.start()
@@ -168,7 +172,11 @@ class Cluster(RunsInThread):
         except BaseException:
             for node in started:
                 await node.stop()
+            if self._data_dir is not None:
+                self._data_dir.close()
             raise
+        if self._data_dir is not None and self.config.log_flush == "interval":
+            self._flusher = asyncio.create_task(self._flush_every_interval(self._data_dir))
         self._running = True
         log.info("minibroker ready, bootstrap.servers=%s", self.bootstrap_servers)
         return self
@@ -181,6 +189,30 @@ class Cluster(RunsInThread):
             await self._group_timer.stop()
             for node in self.nodes:
                 await node.stop()
+            if self._flusher is not None:
+                self._flusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._flusher
+                self._flusher = None
+            if self._data_dir is not None:
+                self._data_dir.close()
+
+    def _open_data_dir(self) -> None:
+        """Load the data directory (the first start) or take it again (a restart)."""
+        if self.config.data_dir is None:
+            return
+        if self._data_dir is None:
+            self._data_dir = DataDir(self.config.data_dir, self.config.log_flush)
+        self._data_dir.open(self.state, [node.node_id for node in self.nodes])
+
+    async def _flush_every_interval(self, data_dir: DataDir) -> None:
+        interval = self.config.log_flush_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                data_dir.sync()
+            except OSError:
+                log.exception("data directory sync failed")
 
     async def __aenter__(self: Self) -> Self:
         return await self.start()

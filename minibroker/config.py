@@ -14,6 +14,7 @@ from minibroker.state import sessions
 from minibroker.state.sessions import Listener
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes
+LOG_FLUSH_POLICIES = ("write", "interval", "os")
 
 
 def _setting(default: Any, help: str) -> Any:
@@ -172,6 +173,21 @@ class BrokerConfig:
         "(allow.everyone.if.no.acl.found)",
     )
 
+    data_dir: str | None = _setting(
+        None,
+        "keep topics, records, committed offsets and producer state in this directory "
+        "across restarts (log.dirs); default: in memory",
+    )
+    log_flush: str = _setting(
+        "os",
+        "with data_dir, when written data is fsynced: write (before each answer), interval "
+        "(every log_flush_interval_ms) or os (left to the operating system; a crash of the "
+        "broker loses nothing, one of the machine may)",
+    )
+    log_flush_interval_ms: int = _setting(
+        1000, "how often log_flush=interval fsyncs what was written (log.flush.interval.ms)"
+    )
+
     record_requests: bool = _setting(
         False,
         "keep every answered request and its answer, decoded, for broker.requests(...) "
@@ -194,6 +210,10 @@ class BrokerConfig:
                 raise ValueError(f"{name}={value!r}: must be at least {least}")
         if self.port > 65535:
             raise ValueError(f"port={self.port!r}: must be at most 65535")
+        if self.log_flush not in LOG_FLUSH_POLICIES:
+            raise ValueError(
+                f"log_flush={self.log_flush!r}: must be one of {', '.join(LOG_FLUSH_POLICIES)}"
+            )
         if self.ssl_client_auth not in SSL_CLIENT_AUTH:
             raise ValueError(
                 f"ssl_client_auth={self.ssl_client_auth!r}: must be one of "
@@ -347,6 +367,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "connections_max_reauth_ms": 0,
     "connection_failed_authentication_delay_ms": 0,
     "log_retention_check_interval_ms": 1,
+    "log_flush_interval_ms": 1,
 }
 
 

@@ -318,6 +318,14 @@ class Dispatcher:
             log.exception("node %d: %s v%d failed", self.node_id, handler.name, version)
             self._record(header, handler.name, version, correlation_id, "closed: handler error")
             raise CloseConnection(f"{handler.name} v{version} failed: {exc!r}") from exc
+        storage = self.cluster.storage
+        if storage is not None and storage.dirty:
+            try:
+                storage.request_done()
+            except OSError as exc:
+                # Not known to be on disk: no answer, so the client does not count on it.
+                log.error("node %d: data directory sync failed: %s", self.node_id, exc)
+                raise CloseConnection(f"data directory sync failed: {exc}") from exc
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "node %d %s v%d from %s", self.node_id, handler.name, version, header.client_id

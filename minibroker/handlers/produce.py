@@ -205,7 +205,10 @@ def _append(
     if duplicate_of is not None:
         return duplicate_of, -1
     append_time = ctx.cluster.clock.wall_ms() if topic.log_append_time else None
-    result = partition.log.append(header, batch, log_append_time_ms=append_time)
+    try:
+        result = partition.log.append(header, batch, log_append_time_ms=append_time)
+    except OSError as exc:  # the data directory's disk refused the write
+        raise _Rejected(ErrorCode.kafka_storage_error, f"cannot write the batch: {exc}") from exc
     partition.producers.record(header, result.base_offset)
     return result.base_offset, result.log_append_time
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from minibroker.config import BrokerConfig
 from minibroker.faults import Faults
@@ -23,6 +24,18 @@ TRANSACTION_KEY = 1
 # What a waiting group request (or the group timer) waits on; a waiting fetch waits on
 # the partition logs it reads.
 GROUP_EVENTS = "group-events"
+
+
+class Storage(Protocol):
+    """What request handling asks of a data directory."""
+
+    @property
+    def dirty(self) -> bool:
+        """Something was written and not yet synced."""
+        ...
+
+    def request_done(self) -> None:
+        """A request that wrote is about to be answered."""
 
 
 @dataclass(slots=True)
@@ -69,6 +82,8 @@ class ClusterState:
         # group change) so that the requests waiting on it can re-check; the asyncio layer
         # subscribes here.
         self.on_append: list[Callable[[Hashable], None]] = []
+        # The data directory, when the cluster keeps one (minibroker/storage).
+        self.storage: Storage | None = None
 
     @property
     def cluster_id(self) -> str:

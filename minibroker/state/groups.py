@@ -103,6 +103,9 @@ class CommittedOffset:
     committed_at: float = 0.0  # monotonic seconds, for offset expiry
 
 
+OffsetsListener = Callable[[str, "dict[tuple[str, int], CommittedOffset | None] | None"], None]
+
+
 @dataclass(slots=True)
 class Member:
     member_id: str
@@ -257,6 +260,25 @@ class GroupCoordinator:
         self._heap: list[HeapEntry] = []
         self._sequence = 0
         self._stale = 0  # heap entries known to be stale (their timer moved or went)
+        # Told of every change to committed offsets (a data directory keeps them):
+        # (group id, {partition: offset, or None when deleted}), or (group id, None) when
+        # the group is gone.
+        self.on_offsets: OffsetsListener | None = None
+
+    def _offsets_changed(
+        self, group_id: str, changes: dict[tuple[str, int], CommittedOffset | None] | None
+    ) -> None:
+        if self.on_offsets is not None and (changes is None or changes):
+            self.on_offsets(group_id, changes)
+
+    def restore_offsets(
+        self, now: float, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]
+    ) -> None:
+        """An Empty group with these committed offsets (read back at a restart)."""
+        group = self._create_group(now, group_id)
+        for stored in offsets.values():
+            stored.committed_at = now
+        group.offsets.update(offsets)
 
     def _create_group(self, now: float, group_id: str) -> Group:
         group = self.groups[group_id] = Group(group_id, empty_since=now)
@@ -878,6 +900,7 @@ class GroupCoordinator:
             expired = [k for k, o in group.offsets.items() if o.committed_at + retention <= now]
         for key in expired:
             del group.offsets[key]
+        self._offsets_changed(group.group_id, dict.fromkeys(expired))
         if expired:
             log.info(
                 "group %s: %d committed offsets expired",  # pragma: no mutate
@@ -930,6 +953,9 @@ class GroupCoordinator:
         else:
             return everywhere(rules.UNKNOWN_MEMBER_ID)  # only members commit to a live group
         results = self._store(now, offsets, group.offsets)
+        self._offsets_changed(
+            group_id, {key: group.offsets[key] for key, code in results.items() if not code}
+        )
         if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
             # Safety net: an Empty group keeps an expiry timer at or before its real
             # expiry, which a commit can only move later (re-armed lazily).
@@ -996,6 +1022,7 @@ class GroupCoordinator:
             for key, stored in pending.items():
                 stored.committed_at = now
                 group.offsets[key] = stored
+            self._offsets_changed(group_id, dict(pending))
             if group.state is GroupState.EMPTY:
                 self._arm_expiry(group)
 
@@ -1034,6 +1061,7 @@ class GroupCoordinator:
             else:
                 group.offsets.pop((topic, partition), None)
                 results[(topic, partition)] = rules.NONE
+        self._offsets_changed(group_id, {key: None for key, code in results.items() if not code})
         self._arm_expiry(group)  # no offsets left: the group's expiry may come sooner
         return rules.NONE, results
 
@@ -1051,6 +1079,7 @@ class GroupCoordinator:
     def _remove_group(self, group: Group) -> None:
         group.transition(GroupState.DEAD)
         del self.groups[group.group_id]
+        self._offsets_changed(group.group_id, None)
         stale = len(group.timers)
         group.timers.clear()
         self._note_stale(stale)
@@ -1063,6 +1092,7 @@ class GroupCoordinator:
             keys = [k for k in group.offsets if k[0] == topic]
             for key in keys:
                 del group.offsets[key]
+            self._offsets_changed(group.group_id, dict.fromkeys(keys))
             if group.state is GroupState.EMPTY and not group.offsets:
                 self._remove_group(group)
             elif keys:

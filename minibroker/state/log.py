@@ -77,6 +77,9 @@ class BatchStore(Protocol):
     def drop_first(self, count: int, position: int) -> None:
         """Forget the `count` oldest batches; the first kept one starts at `position`."""
 
+    def log_start_moved(self, offset: int) -> None:
+        """The log start offset is now `offset` (kept across restarts where they are)."""
+
     def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
         """Put `batches` (complete, base offsets set) in place of the `count` oldest,
         the first of them at byte `position` (compaction)."""
@@ -114,6 +117,9 @@ class MemoryStore:
 
     def drop_first(self, count: int, position: int) -> None:
         del self._batches[:count]
+
+    def log_start_moved(self, offset: int) -> None:
+        pass
 
     def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
         self._batches[:count] = batches
@@ -223,9 +229,6 @@ class PartitionLog:
         """Index a batch the store already holds at the end (recovery from segment
         files): its offsets, timestamps and transaction bookkeeping as append would
         have left them. `commit` tells a control batch's marker type."""
-        if not self._base_offsets:
-            self.log_start_offset = max(self.log_start_offset, header.base_offset)
-            self._end_position = 0
         self._index(header, header.base_offset, header.max_timestamp, length)
         if header.is_control:
             first = self._open_transactions.pop(header.producer_id, None)
@@ -248,6 +251,7 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
+        self.store.log_start_moved(offset)
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
         keep_from = self._batch_index(offset)
         if keep_from == 0:

@@ -15,6 +15,7 @@ the producer to that epoch here too, so its older epoch is refused from then on.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from minibroker.protocol.records import NO_PRODUCER_ID, BatchHeader
@@ -140,11 +141,21 @@ class ProducerIdAllocator:
 
     def __init__(self, first_id: int = 1000) -> None:
         self._next_id = first_id
+        # With a data directory: keeps the block of ids starting at the one given, and
+        # returns its end; ids are handed out only from a kept block.
+        self.reserve: Callable[[int], int] | None = None
+        self._reserved_until = -1
         self._epochs: dict[int, int] = {}
         self._transactional: dict[str, int] = {}
 
+    def seen(self, producer_id: int) -> None:
+        """Ids up to `producer_id` were handed out before a restart: never again."""
+        self._next_id = max(self._next_id, producer_id + 1)
+
     def allocate(self) -> tuple[int, int]:
         producer_id = self._next_id
+        if self.reserve is not None and producer_id >= self._reserved_until:
+            self._reserved_until = self.reserve(producer_id)
         self._next_id += 1
         self._epochs[producer_id] = 0
         return producer_id, 0

@@ -427,6 +427,8 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._leader_cursor = 0
         self.on_change: list[Callable[[], None]] = []
+        # Makes each new partition's log (a data directory puts a segment store behind it).
+        self.new_log: Callable[[Topic, int], PartitionLog] = lambda topic, index: PartitionLog()
         self.set_defaults(defaults or {})
 
     def set_defaults(
@@ -459,7 +461,7 @@ class TopicRegistry:
     def names(self) -> list[str]:
         return sorted(self._topics)
 
-    def _next_leader(self) -> int:
+    def next_leader(self) -> int:
         ids = sorted(self._broker_ids())
         leader = ids[self._leader_cursor % len(ids)]
         self._leader_cursor += 1
@@ -498,16 +500,24 @@ class TopicRegistry:
         topic = Topic(
             name=name,
             topic_id=uuid.uuid4(),
-            partitions=[Partition(index=i, leader=self._next_leader()) for i in range(partitions)],
+            partitions=[],
             configs=checked,
             internal=internal,
             defaults=self.defaults,
         )
-        self._topics[name] = topic
-        self._by_id[topic.topic_id] = topic
-        self.partition_count += partitions
+        topic.partitions.extend(
+            Partition(index=i, leader=self.next_leader(), log=self.new_log(topic, i))
+            for i in range(partitions)
+        )
+        self.restore(topic)
         self._changed()
         return topic
+
+    def restore(self, topic: Topic) -> None:
+        """Add a topic as it is (one read back from a data directory)."""
+        self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+        self.partition_count += len(topic.partitions)
 
     def delete(self, name: str) -> Topic:
         topic = self._topics.pop(name, None)
@@ -536,7 +546,8 @@ class TopicRegistry:
             return
         self.partition_count += count - current
         topic.partitions.extend(
-            Partition(index=i, leader=self._next_leader()) for i in range(current, count)
+            Partition(index=i, leader=self.next_leader(), log=self.new_log(topic, i))
+            for i in range(current, count)
         )
         self._changed()
 

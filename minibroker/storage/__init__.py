@@ -1,0 +1,1 @@
+"""Where a broker with a data directory keeps what it must not lose."""

@@ -1,0 +1,341 @@
+"""A broker's data directory: what it keeps across restarts, and when it syncs.
+
+Layout:
+  meta.json         the layout version
+  .lock             held (flock) while a broker uses the directory
+  topics.json       every topic: name, id, partition leaders, configs
+  offsets.jsonl     committed offsets, one change per line; replayed and rewritten at start
+  producer-ids      the end of the block of producer ids being handed out
+  logs/<topic id>/<partition>/   segment files (storage/segments.py)
+
+Rules:
+- Flush policy `write`: a request that wrote records or offsets is answered only after
+  what it wrote is fsynced. `interval`: everything written is fsynced every
+  log_flush_interval_ms. `os`: the operating system writes back when it likes; a
+  crash of the broker process loses nothing, a crash of the machine may. Every policy
+  fsyncs everything at a clean stop.
+- Topic metadata and producer-id blocks are written in one rename and fsynced at once,
+  whatever the policy.
+- Producer state (the sequences of idempotent producers, open transactions) is rebuilt
+  from the batches at start. A transaction still open then is aborted with a marker (the
+  transaction coordinator's state is not kept), so read_committed readers go on.
+- Producer ids are handed out in blocks of PRODUCER_ID_BLOCK; a block's end is written
+  before its first id is given, so no id is given twice across restarts.
+- Group membership is not kept: members rejoin after a restart, as after a coordinator
+  move, and find their committed offsets. Offset expiry counts from the restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from minibroker.config import LOG_FLUSH_POLICIES
+from minibroker.state.cluster import ClusterState
+from minibroker.state.groups import CommittedOffset
+from minibroker.state.log import PartitionLog
+from minibroker.state.topics import Partition, Topic
+from minibroker.storage.segments import SUFFIX, SegmentStore, _replace_file, recover
+
+log = logging.getLogger("minibroker.storage")
+
+LAYOUT_VERSION = 1
+PRODUCER_ID_BLOCK = 1000
+
+OffsetKey = tuple[str, int]
+
+
+class DataDirError(Exception):
+    """The directory cannot be used (taken by another broker, unknown layout, unreadable)."""
+
+
+class DataDir:
+    def __init__(self, path: str | os.PathLike[str], flush: str = "os") -> None:
+        if flush not in LOG_FLUSH_POLICIES:
+            raise ValueError(f"log_flush={flush!r}: must be one of {', '.join(LOG_FLUSH_POLICIES)}")
+        self.path = Path(path)
+        self.flush = flush
+        self._stores: dict[uuid.UUID, list[SegmentStore]] = {}
+        self._unsynced: set[SegmentStore] = set()
+        self._journal_fd: int | None = None
+        self._journal_unsynced = False
+        self._lock_fd: int | None = None
+        self._state: ClusterState | None = None
+        self.truncated_bytes = 0  # what recovery cut from torn tails at the last start
+
+    # --- opening and closing ---
+
+    def open(self, state: ClusterState, node_ids: Iterable[int]) -> None:
+        """Take the directory and load it into `state` (the first time; later opens of
+        the same DataDir only take the directory again)."""
+        self._lock()
+        if self._state is not None:
+            return
+        try:
+            self._check_layout()
+            self._state = state
+            self._load_topics(state, set(node_ids))
+            self._load_offsets(state)
+            self._load_producer_ids(state)
+        except Exception:
+            self.close()
+            raise
+        state.topics.new_log = self._new_log
+        state.topics.on_change.append(self._topics_changed)
+        state.groups.on_offsets = self._offsets_changed
+        state.producer_ids.reserve = self._reserve_producer_ids
+        state.storage = self
+
+    def _lock(self) -> None:
+        if self._lock_fd is not None:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise DataDirError(
+                f"data directory {self.path} is in use by another broker (pid {holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def _check_layout(self) -> None:
+        meta = self.path / "meta.json"
+        if not meta.exists():
+            _replace_file(meta, json.dumps({"layout": LAYOUT_VERSION}).encode())
+            return
+        try:
+            version = json.loads(meta.read_text())["layout"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataDirError(f"{meta}: not a minibroker data directory ({exc})") from None
+        if version != LAYOUT_VERSION:
+            raise DataDirError(
+                f"{meta}: layout {version}; this minibroker reads layout {LAYOUT_VERSION}"
+            )
+
+    def sync(self) -> None:
+        """fsync everything written since the last sync."""
+        for store in self._unsynced:
+            store.sync()
+        self._unsynced.clear()
+        if self._journal_unsynced and self._journal_fd is not None:
+            os.fsync(self._journal_fd)
+        self._journal_unsynced = False
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._unsynced) or self._journal_unsynced
+
+    def request_done(self) -> None:
+        """A request was handled: with flush policy `write`, make what it wrote durable
+        before its answer goes out."""
+        if self.flush == "write":
+            self.sync()
+
+    def close(self) -> None:
+        """Sync everything and release the directory (a later open takes it again)."""
+        with contextlib.suppress(OSError):
+            self.sync()
+        for stores in self._stores.values():
+            for store in stores:
+                with contextlib.suppress(OSError):
+                    store.close()
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- topics and their logs ---
+
+    def _partition_dir(self, topic_id: uuid.UUID, index: int) -> Path:
+        return self.path / "logs" / topic_id.hex / str(index)
+
+    def _store_for(self, topic: Topic, index: int, segments: Any = None) -> SegmentStore:
+        store = SegmentStore(
+            self._partition_dir(topic.topic_id, index),
+            lambda: int(topic.config("segment.bytes")),
+            self._unsynced.add,
+            segments,
+        )
+        self._stores.setdefault(topic.topic_id, []).append(store)
+        return store
+
+    def _new_log(self, topic: Topic, index: int) -> PartitionLog:
+        return PartitionLog(self._store_for(topic, index))
+
+    def _load_topics(self, state: ClusterState, node_ids: set[int]) -> None:
+        path = self.path / "topics.json"
+        if not path.exists():
+            return
+        try:
+            saved = json.loads(path.read_text())
+        except ValueError as exc:
+            raise DataDirError(f"{path}: unreadable ({exc})") from None
+        registry = state.topics
+        now_ms = state.clock.wall_ms()
+        for entry in saved:
+            topic = Topic(
+                name=entry["name"],
+                topic_id=uuid.UUID(entry["id"]),
+                partitions=[],
+                configs=dict(entry["configs"]),
+                internal=bool(entry.get("internal", False)),
+                defaults=registry.defaults,
+            )
+            for index, leader in enumerate(entry["leaders"]):
+                if leader not in node_ids:
+                    leader = registry.next_leader()
+                partition = Partition(index=index, leader=leader, log=PartitionLog())
+                self._recover_partition(topic, partition, now_ms)
+                topic.partitions.append(partition)
+                state.producer_ids.seen(
+                    max((p.producer_id for p in partition.producers.active()), default=-1)
+                )
+            registry.restore(topic)
+        if self.truncated_bytes:
+            log.warning(
+                "data directory %s: recovery cut %d bytes of unfinished writes",
+                self.path,
+                self.truncated_bytes,
+            )
+
+    def _recover_partition(self, topic: Topic, partition: Partition, now_ms: int) -> None:
+        directory = self._partition_dir(topic.topic_id, partition.index)
+        segments, recovery = recover(directory)
+        self.truncated_bytes += recovery.truncated_bytes
+        partition_log = PartitionLog(self._store_for(topic, partition.index, segments))
+        if segments:
+            partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
+        producers = partition.producers
+        for found in recovery.batches:
+            header = found.header
+            partition_log.restore(header, found.length, commit=found.commit)
+            if header.is_control:
+                producers.marker_written(
+                    header.producer_id, header.producer_epoch, header.max_timestamp
+                )
+            elif header.producer_id >= 0:
+                producers.record(header, header.base_offset)
+        if recovery.log_start_offset > partition_log.log_start_offset:
+            partition_log.delete_before(recovery.log_start_offset)
+        # The coordinator that would end them is gone: abort what a restart left open.
+        for producer in producers.active():
+            if partition_log.open_transaction_start(producer.producer_id) is not None:
+                partition_log.append_marker(
+                    producer.producer_id,
+                    producer.epoch,
+                    commit=False,
+                    coordinator_epoch=0,
+                    now_ms=now_ms,
+                )
+                producers.marker_written(producer.producer_id, producer.epoch, now_ms)
+        partition.log = partition_log
+
+    def _topics_changed(self) -> None:
+        state = self._state
+        if state is None:
+            return
+        saved = [
+            {
+                "name": topic.name,
+                "id": str(topic.topic_id),
+                "internal": topic.internal,
+                "configs": topic.configs,
+                "leaders": [p.leader for p in topic.partitions],
+            }
+            for topic in state.topics
+        ]
+        _replace_file(self.path / "topics.json", json.dumps(saved, indent=1).encode())
+        present = {topic.topic_id for topic in state.topics}
+        for topic_id in [t for t in self._stores if t not in present]:
+            for store in self._stores.pop(topic_id):
+                self._unsynced.discard(store)
+                store.remove()
+            shutil.rmtree(self.path / "logs" / topic_id.hex, ignore_errors=True)
+
+    # --- committed offsets ---
+
+    def _load_offsets(self, state: ClusterState) -> None:
+        path = self.path / "offsets.jsonl"
+        groups: dict[str, dict[OffsetKey, CommittedOffset]] = {}
+        if path.exists():
+            with open(path, encoding="utf-8") as file:
+                for line in file:
+                    try:
+                        change = json.loads(line)
+                    except ValueError:
+                        break  # a line the process did not finish writing: the end
+                    _replay(groups, change)
+        now = state.clock.monotonic()
+        for group_id, offsets in groups.items():
+            if offsets:
+                state.groups.restore_offsets(now, group_id, offsets)
+        lines = [
+            _offset_line(group_id, key, stored)
+            for group_id, offsets in groups.items()
+            for key, stored in offsets.items()
+        ]
+        _replace_file(path, "".join(lines).encode())
+        self._journal_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    def _offsets_changed(
+        self, group_id: str, changes: dict[OffsetKey, CommittedOffset | None] | None
+    ) -> None:
+        if self._journal_fd is None:
+            return
+        if changes is None:
+            text = json.dumps({"g": group_id, "gone": True}) + "\n"
+        else:
+            text = "".join(_offset_line(group_id, key, value) for key, value in changes.items())
+        if text:
+            os.write(self._journal_fd, text.encode())
+            self._journal_unsynced = True
+
+    # --- producer ids ---
+
+    def _load_producer_ids(self, state: ClusterState) -> None:
+        path = self.path / "producer-ids"
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            state.producer_ids.seen(int(path.read_text()) - 1)
+
+    def _reserve_producer_ids(self, first_id: int) -> int:
+        end = first_id + PRODUCER_ID_BLOCK
+        _replace_file(self.path / "producer-ids", str(end).encode())
+        return end
+
+
+def _offset_line(group_id: str, key: OffsetKey, stored: CommittedOffset | None) -> str:
+    topic, partition = key
+    entry: dict[str, Any] = {"g": group_id, "t": topic, "p": partition}
+    if stored is None:
+        entry["o"] = None
+    else:
+        entry.update(o=stored.offset, e=stored.leader_epoch, m=stored.metadata)
+    return json.dumps(entry) + "\n"
+
+
+def _replay(groups: dict[str, dict[OffsetKey, CommittedOffset]], change: dict[str, Any]) -> None:
+    group_id = change["g"]
+    if change.get("gone"):
+        groups.pop(group_id, None)
+        return
+    offsets = groups.setdefault(group_id, {})
+    key = (change["t"], change["p"])
+    if change["o"] is None:
+        offsets.pop(key, None)
+    else:
+        offsets[key] = CommittedOffset(change["o"], change["e"], change["m"])

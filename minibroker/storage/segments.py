@@ -1,0 +1,326 @@
+"""A partition's batches in segment files, and their recovery after a crash.
+
+Layout: one directory per partition holding `<base offset, 20 digits>.log` files, each a
+run of record batches exactly as a fetch returns them (base offset, length and leader
+epoch set). A batch goes to the newest (active) segment; a new segment starts when the
+active one would grow past the topic's segment.bytes. A read is one `pread` per segment
+it touches, handed to the socket as it is. Positions are the log's byte positions
+(state/log.py): a segment knows where its first byte sits among them.
+
+Recovery rules (every start; `recover` applies them, nothing else reads raw files):
+- Segments are read in base-offset order, batch by batch. A batch is good when its
+  length field covers at least a batch header and fits in the file, its magic is 2, its
+  CRC-32C matches, and its offsets start after those of the batch before it.
+- The first bad batch is where the log ends: a write the process did not finish. The
+  segment is truncated there and the segments after it are deleted.
+- A segment whose first batch starts below the end of the segment before it is the
+  leftover of a compaction swap cut short (its batches are already in the rewritten
+  segment): it is deleted, and recovery goes on with the next one.
+- The log start offset kept in `log-start-offset` (moved by retention and DeleteRecords)
+  is applied after the scan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import mmap
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from minibroker.protocol import records
+from minibroker.protocol.records import BatchHeader
+from minibroker.state.log import LEADER_EPOCH
+
+if TYPE_CHECKING:
+    from array import array
+
+SUFFIX = ".log"
+START_FILE = "log-start-offset"
+_MAGIC_AT = 16
+_MIN_BATCH = records.HEADER_SIZE
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SUFFIX}"
+
+
+@dataclass(slots=True)
+class Segment:
+    path: Path
+    start: int  # the log's byte position of the segment's first byte
+    size: int
+    fd: int | None = None
+
+    def descriptor(self) -> int:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredBatch:
+    header: BatchHeader
+    length: int
+    commit: bool | None  # a control batch's marker: commit (True) or abort (False)
+
+
+@dataclass(slots=True)
+class Recovery:
+    """What a scan found: the good batches in order, and what it cut away."""
+
+    batches: list[RecoveredBatch] = field(default_factory=list)
+    truncated_bytes: int = 0
+    deleted_segments: int = 0
+    log_start_offset: int = 0
+
+
+def _marker_commit(batch: memoryview) -> bool | None:
+    try:
+        first = next(records.iter_records(bytes(batch)))
+    except (records.InvalidBatch, StopIteration):
+        return None
+    key = first.key or b""
+    return len(key) >= 4 and int.from_bytes(key[2:4], "big") == records.COMMIT_MARKER
+
+
+def _good_batches(view: memoryview, next_offset: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each good batch from the start of `view`, to the first bad."""
+    position, size = 0, len(view)
+    while position + _MIN_BATCH <= size:
+        header = records.read_header(view, position)
+        end = position + records.LOG_OVERHEAD + header.batch_length
+        if (
+            header.batch_length < _MIN_BATCH - records.LOG_OVERHEAD
+            or end > size
+            or view[position + _MAGIC_AT] != 2
+            or header.base_offset < next_offset
+            or records.crc32c(view[position + records.CRC_START : end]) != header.crc
+        ):
+            return
+        yield position, header
+        next_offset = header.base_offset + header.last_offset_delta + 1
+        position = end
+
+
+def recover(directory: Path) -> tuple[list[Segment], Recovery]:
+    """Scan a partition's segment files (the rules above), repairing them; the segments
+    left and what they hold."""
+    recovery = Recovery()
+    segments: list[Segment] = []
+    paths = sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []
+    next_offset, position, ended = 0, 0, False
+    for path in paths:
+        size = path.stat().st_size
+        if ended:
+            path.unlink()
+            recovery.deleted_segments += 1
+            recovery.truncated_bytes += size
+            continue
+        good_end = 0
+        with open(path, "rb") as file:
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            try:
+                view = memoryview(mapped) if mapped is not None else memoryview(b"")
+                if segments and size >= _MIN_BATCH:
+                    first = records.read_header(view, 0)
+                    if first.base_offset < next_offset and first.magic == 2:
+                        view.release()
+                        path.unlink()  # a compaction swap's leftover
+                        recovery.deleted_segments += 1
+                        continue
+                for at, header in _good_batches(view, next_offset):
+                    length = records.LOG_OVERHEAD + header.batch_length
+                    commit = _marker_commit(view[at : at + length]) if header.is_control else None
+                    recovery.batches.append(RecoveredBatch(header, length, commit))
+                    next_offset = header.base_offset + header.last_offset_delta + 1
+                    good_end = at + length
+                view.release()
+            finally:
+                if mapped is not None:
+                    mapped.close()
+        if good_end < size:
+            ended = True
+            recovery.truncated_bytes += size - good_end
+            if good_end == 0 and segments:
+                path.unlink()
+                recovery.deleted_segments += 1
+                continue
+            os.truncate(path, good_end)
+        segments.append(Segment(path, position, good_end))
+        position += good_end
+    start_file = directory / START_FILE
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        recovery.log_start_offset = int(start_file.read_text())
+    return segments, recovery
+
+
+class SegmentStore:
+    """The store (state/log.py's BatchStore) of one partition with a data directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: Callable[[], int],
+        on_write: Callable[[SegmentStore], None],
+        segments: list[Segment] | None = None,
+    ) -> None:
+        self.directory = directory
+        self._segment_bytes = segment_bytes
+        self._on_write = on_write  # the data directory learns what awaits a sync
+        self._segments: list[Segment] = segments or []
+        self._starts = [segment.start for segment in self._segments]
+        self._unsynced: set[int] = set()  # descriptors written since the last sync
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
+        segments = self._segments
+        if not segments or (
+            segments[-1].size and segments[-1].size + len(batch) > self._segment_bytes()
+        ):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            segments.append(Segment(self.directory / segment_name(base_offset), position, 0))
+            self._starts.append(position)
+        active = segments[-1]
+        fd = active.descriptor()
+        prefix = records.STORED_PREFIX.pack(
+            base_offset, len(batch) - records.LOG_OVERHEAD, LEADER_EPOCH
+        )
+        rest = memoryview(batch)[records.STORED_PREFIX.size :]
+        try:
+            _write_all(fd, [prefix, rest])
+        except OSError:
+            # Nothing half-written stays behind: the next batch must follow a whole one.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, active.size)
+            raise
+        active.size += len(batch)
+        self._unsynced.add(fd)
+        self._on_write(self)
+
+    def _read(self, start: int, end: int) -> list[bytes | memoryview]:
+        pieces: list[bytes | memoryview] = []
+        index = bisect.bisect_right(self._starts, start) - 1
+        while start < end and index < len(self._segments):
+            segment = self._segments[index]
+            within = start - segment.start
+            count = min(end - start, segment.size - within)
+            if count > 0:
+                data = os.pread(segment.descriptor(), count, within)
+                if len(data) != count:
+                    raise OSError(f"{segment.path}: short read at {within}")
+                pieces.append(data)
+                start += count
+            index += 1
+        return pieces
+
+    def pieces(
+        self, first: int, stop: int, base_offsets: array[int], positions: array[int], end: int
+    ) -> list[bytes | memoryview]:
+        return self._read(positions[first], positions[stop] if stop < len(positions) else end)
+
+    def batch(self, index: int, base_offset: int, position: int, length: int) -> bytes:
+        return b"".join(self._read(position, position + length))
+
+    def drop_first(self, count: int, position: int) -> None:
+        """Delete the segments wholly before `position` (never the active one)."""
+        while len(self._segments) > 1 and self._segments[0].start + self._segments[0].size <= (
+            position
+        ):
+            gone = self._segments.pop(0)
+            self._starts.pop(0)
+            self._unsynced.discard(gone.fd or -1)
+            gone.close()
+            gone.path.unlink(missing_ok=True)
+
+    def log_start_moved(self, offset: int) -> None:
+        _replace_file(self.directory / START_FILE, str(offset).encode())
+
+    def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
+        """Rewrite the segments holding the replaced batches as one: the new batches and
+        what follows them in the last segment touched. The new file takes the first
+        segment's name in one rename; the others are deleted after (see the rules)."""
+        old_end = position + sum(len(batch) for batch in batches)  # the replaced range's end
+        if not self._segments or not count:
+            return
+        touched = bisect.bisect_right(self._starts, max(old_end - 1, self._starts[0])) - 1
+        last = self._segments[touched]
+        last_end = last.start + last.size
+        rest = self._read(old_end, last_end) if old_end < last_end else []
+        first = self._segments[0]
+        scratch = first.path.with_suffix(".cleaned")
+        with open(scratch, "wb") as file:
+            for piece in (*batches, *rest):
+                file.write(piece)
+            file.flush()
+            os.fsync(file.fileno())
+        for segment in self._segments[: touched + 1]:
+            self._unsynced.discard(segment.fd or -1)
+            segment.close()
+        os.replace(scratch, first.path)
+        for segment in self._segments[1 : touched + 1]:
+            segment.path.unlink(missing_ok=True)
+        size = sum(len(batch) for batch in batches) + sum(len(piece) for piece in rest)
+        merged = Segment(first.path, position, size)
+        self._segments[: touched + 1] = [merged]
+        self._starts = [segment.start for segment in self._segments]
+        _sync_directory(self.directory)
+
+    def sync(self) -> None:
+        for fd in self._unsynced:
+            os.fsync(fd)
+        self._unsynced.clear()
+
+    def close(self) -> None:
+        self.sync()
+        for segment in self._segments:
+            segment.close()
+
+    def remove(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        self._unsynced.clear()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _write_all(fd: int, pieces: list[bytes | memoryview]) -> None:
+    remaining = [memoryview(piece) for piece in pieces]
+    while remaining:
+        written = os.writev(fd, remaining)
+        while remaining and written >= len(remaining[0]):
+            written -= len(remaining[0])
+            remaining.pop(0)
+        if remaining and written:
+            remaining[0] = remaining[0][written:]
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace_file(path: Path, content: bytes) -> None:
+    """Write `content` to `path` in one rename, synced: a crash leaves old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(path.name + ".tmp")
+    with open(scratch, "wb") as file:
+        file.write(content)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(scratch, path)
+    _sync_directory(path.parent)

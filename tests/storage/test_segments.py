@@ -1,0 +1,168 @@
+"""Segment files: what is written, read back, rolled, rewritten, and recovered byte by byte."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from minibroker.protocol.records import build_batch, iter_records, read_header, split_batches
+from minibroker.state.log import PartitionLog
+from minibroker.storage.segments import START_FILE, SegmentStore, recover
+
+
+def _store(directory: Path, segment_bytes: int = 1 << 30) -> SegmentStore:
+    return SegmentStore(directory, lambda: segment_bytes, lambda store: None)
+
+
+def _write(directory: Path, batches: int, segment_bytes: int = 1 << 30) -> PartitionLog:
+    log = PartitionLog(_store(directory, segment_bytes))
+    for number in range(batches):
+        batch = build_batch([(b"k%d" % number, b"v" * (number + 1))] * 2, timestamp_ms=number)
+        log.append(read_header(batch), batch)
+    log.store.close()
+    return log
+
+
+def _reopened(directory: Path, segment_bytes: int = 1 << 30) -> PartitionLog:
+    segments, recovery = recover(directory)
+    log = PartitionLog(SegmentStore(directory, lambda: segment_bytes, lambda s: None, segments))
+    for found in recovery.batches:
+        log.restore(found.header, found.length, commit=found.commit)
+    if recovery.log_start_offset > log.log_start_offset:
+        log.delete_before(recovery.log_start_offset)
+    return log
+
+
+def test_a_reopened_log_reads_what_was_written(tmp_path: Path) -> None:
+    written = _write(tmp_path, 5)
+    reopened = _reopened(tmp_path)
+    assert reopened.next_offset == written.next_offset == 10
+    assert reopened.batches() == written.batches()
+    assert [r.value for r in iter_records(reopened.read(4, 1 << 20))][:2] == [b"vvv", b"vvv"]
+    assert reopened.offset_for_timestamp(3) == (6, 3)
+
+
+def test_segments_roll_at_segment_bytes_and_a_read_spans_them(tmp_path: Path) -> None:
+    written = _write(tmp_path, 6, segment_bytes=200)
+    files = sorted(p.name for p in tmp_path.glob("*.log"))
+    assert len(files) > 2
+    assert files[0] == "00000000000000000000.log"
+    reopened = _reopened(tmp_path, segment_bytes=200)
+    whole = reopened.read(0, 1 << 20)
+    assert [h.base_offset for h, _ in split_batches(whole)] == [0, 2, 4, 6, 8, 10]
+    assert whole == b"".join(written.batches())
+
+
+def test_every_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
+    _write(tmp_path / "whole", 3)
+    [segment] = (tmp_path / "whole").glob("*.log")
+    data = segment.read_bytes()
+    ends = [0]
+    for _header, batch in split_batches(data):
+        ends.append(ends[-1] + len(batch))
+    for cut in range(len(data) + 1):
+        directory = tmp_path / f"cut{cut}"
+        directory.mkdir()
+        (directory / segment.name).write_bytes(data[:cut])
+        _segments, recovery = recover(directory)
+        whole = max(end for end in ends if end <= cut)
+        assert len(recovery.batches) == ends.index(whole), cut
+        assert (directory / segment.name).stat().st_size == whole, cut
+        assert recovery.truncated_bytes == cut - whole
+
+
+def test_a_corrupt_batch_ends_the_log_and_later_segments_go(tmp_path: Path) -> None:
+    _write(tmp_path, 6, segment_bytes=200)
+    first, second, *later = sorted(tmp_path.glob("*.log"))
+    data = bytearray(second.read_bytes())
+    data[-3] ^= 0xFF  # inside the last batch of the second segment, under its CRC
+    second.write_bytes(bytes(data))
+    _segments, recovery = recover(tmp_path)
+    assert [p.name for p in sorted(tmp_path.glob("*.log"))] == [first.name, second.name]
+    assert recovery.deleted_segments == len(later)
+    log = _reopened(tmp_path, segment_bytes=200)
+    assert log.next_offset == recovery.batches[-1].header.base_offset + 2
+    # A broker appends after what recovery kept, where the bad batch was.
+    batch = build_batch([(None, b"after")])
+    assert log.append(read_header(batch), batch).base_offset == log.next_offset - 1
+
+
+def test_a_length_field_pointing_past_the_file_is_a_torn_tail(tmp_path: Path) -> None:
+    _write(tmp_path, 2)
+    [segment] = tmp_path.glob("*.log")
+    data = bytearray(segment.read_bytes())
+    first_length = len(split_batches(bytes(data))[0][1])
+    data[first_length + 8 : first_length + 12] = (10**9).to_bytes(4, "big")
+    segment.write_bytes(bytes(data))
+    _, recovery = recover(tmp_path)
+    assert len(recovery.batches) == 1
+
+
+def test_the_log_start_offset_survives(tmp_path: Path) -> None:
+    log = _write(tmp_path, 4, segment_bytes=200)
+    log.delete_before(5)
+    assert (tmp_path / START_FILE).read_text() == "5"
+    reopened = _reopened(tmp_path, segment_bytes=200)
+    assert reopened.log_start_offset == 5
+    assert read_header(reopened.read(0, 1 << 20)).base_offset == 4  # the batch holding 5
+
+
+def test_deleting_old_batches_deletes_whole_segments_only(tmp_path: Path) -> None:
+    log = _write(tmp_path, 6, segment_bytes=200)
+    before = sorted(tmp_path.glob("*.log"))
+    log.delete_before(log.next_offset)
+    after = sorted(tmp_path.glob("*.log"))
+    assert after == before[-1:]  # the active segment stays, so the end offset is kept
+    assert _reopened(tmp_path, segment_bytes=200).next_offset == 12
+
+
+def test_a_rewritten_prefix_is_read_back_and_survives_a_restart(tmp_path: Path) -> None:
+    log = _write(tmp_path, 6, segment_bytes=200)
+    kept = [log.stored_batch(2), log.stored_batch(4)]
+    log.replace_first(5, kept)
+    assert [h.base_offset for h, _ in split_batches(log.read(0, 1 << 20))] == [4, 8, 10]
+    reopened = _reopened(tmp_path, segment_bytes=200)
+    assert reopened.batches() == log.batches()
+    assert reopened.next_offset == 12
+
+
+def test_a_compaction_swap_cut_short_leaves_no_duplicates(tmp_path: Path) -> None:
+    _write(tmp_path, 6, segment_bytes=200)
+    files = sorted(tmp_path.glob("*.log"))
+    leftover = files[1].read_bytes()
+    log = _reopened(tmp_path, segment_bytes=200)
+    log.replace_first(4, [log.stored_batch(index) for index in range(4)])
+    files[1].write_bytes(leftover)  # as if the process died before deleting it
+    _, recovery = recover(tmp_path)
+    offsets = [found.header.base_offset for found in recovery.batches]
+    assert offsets == [0, 2, 4, 6, 8, 10]
+    assert not files[1].exists()
+
+
+@pytest.mark.parametrize("segment_bytes", [1 << 30, 150])
+def test_a_failed_write_leaves_no_half_batch(tmp_path: Path, segment_bytes: int) -> None:
+    log = _write(tmp_path, 2, segment_bytes)
+    store = log.store
+    assert isinstance(store, SegmentStore)
+    batch = build_batch([(None, b"x")])
+    before = sorted((p.name, p.stat().st_size) for p in tmp_path.glob("*.log"))
+    original = os.writev
+
+    def failing_writev(fd: int, pieces: list[memoryview]) -> int:
+        original(fd, [pieces[0][:5]])
+        raise OSError(28, "No space left on device")
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr("minibroker.storage.segments.os.writev", failing_writev)
+    try:
+        with pytest.raises(OSError):
+            log.append(read_header(batch), batch)
+    finally:
+        monkey.undo()
+    after = sorted((p.name, p.stat().st_size) for p in tmp_path.glob("*.log"))
+    assert [size for _, size in after if size] == [size for _, size in before]
+    assert log.next_offset == 4
+    assert log.append(read_header(batch), batch).base_offset == 4
+    assert _reopened(tmp_path, segment_bytes).next_offset == 5
