@@ -530,6 +530,8 @@ class Outcome:
     unreadable: int = 0
     broker_log_warnings: list[str] = field(default_factory=list)
     broker_exit: int | None = None
+    data_bytes: int | None = None  # the --data-dir's files at the end
+    data_filesystem: str = ""
     problems: list[str] = field(default_factory=list)
 
     def failed(self) -> bool:
@@ -911,6 +913,10 @@ class Soak:
             out.consumed.append(consumed)
             out.revocations.append(len(self.revokes[group]))
             out.rebalances.append(_bursts(self.revokes[group], REBALANCE_GAP_S))
+        if self.args.durable and self.tempdir is not None:
+            data = Path(self.tempdir) / "data"
+            out.data_bytes = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+            out.data_filesystem = filesystem(data)
         out.produce_latency = sorted(produce_latency)
         out.e2e_latency = sorted(e2e)
         if self.broker is not None:
@@ -930,6 +936,19 @@ class Soak:
         self.collect()
         self.account()
         return self.outcome
+
+
+def filesystem(path: Path) -> str:
+    """The type of the filesystem holding `path` (the longest mount point above it)."""
+    best, kind = "", "unknown"
+    with contextlib.suppress(OSError), open("/proc/mounts") as mounts:
+        for line in mounts:
+            parts = line.split()
+            point = parts[1]
+            inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+            if inside and len(point) > len(best):
+                best, kind = point, parts[2]
+    return kind
 
 
 def _bursts(stamps: list[float], gap: float) -> int:
@@ -976,7 +995,7 @@ def table(args: argparse.Namespace, out: Outcome) -> list[str]:
         "|---|---|",
         f"| clients | {producers} producers, {consumers} consumers in {args.groups} groups, "
         f"one topic of {args.partitions} partitions |",
-        f"| storage | {_storage(args)} |",
+        f"| storage | {_storage(args, out)} |",
         f"| produce, target {args.rate:,.0f} records/s of {args.value_size} B for "
         f"{args.duration:.0f} s | {out.acked:,} acknowledged, {out.acked / produce_s:,.0f} "
         f"records/s; {out.produce_errors:,} delivery errors |",
@@ -1028,10 +1047,12 @@ def _flag(count: int) -> str:
     return f"**{count:,}**" if count else "0"
 
 
-def _storage(args: argparse.Namespace) -> str:
+def _storage(args: argparse.Namespace, out: Outcome) -> str:
     if not args.durable:
         return "in memory (`--no-durable`)"
-    return f"`--data-dir` (temporary directory), `--log-flush {args.log_flush or 'default'}`"
+    flush = f"`--log-flush {args.log_flush}`" if args.log_flush else "the broker's default flush"
+    held = f", {out.data_bytes / 2**20:,.1f} MiB of files at the end" if out.data_bytes else ""
+    return f"`--data-dir` in a temporary directory ({out.data_filesystem}), {flush}{held}"
 
 
 def series(out: Outcome) -> list[str]:
