@@ -288,10 +288,14 @@ class Member:
                 if counts[sequence] < 255:
                     counts[sequence] += 1
                 self.e2e.append((now - sent) / 1e9)
-                partition, offset = message.partition(), message.offset()
-                if offset + 1 > self.next_offset.get(partition, 0):
-                    self.next_offset[partition] = offset + 1
                 self.consumed += 1
+                partition, offset = message.partition(), message.offset()
+                if (
+                    partition is not None
+                    and offset is not None
+                    and offset + 1 > self.next_offset.get(partition, 0)
+                ):
+                    self.next_offset[partition] = offset + 1
         self.consumer.close()  # commits what was read, leaves the group
 
 
@@ -751,9 +755,9 @@ class Soak:
             consumed=sum(consumed),
         )
         samples = self.outcome.samples
-        if samples and self.phase in ("produce", "drain"):
+        span = now - (self.produce_started + samples[-1].t) if samples else 0.0
+        if span >= 1.0 and self.phase in ("produce", "drain"):
             before = samples[-1]
-            span = max(1e-9, now - (self.produce_started + before.t))
             self.log(
                 f"t={sample.t:5.0f} s  RSS {sample.rss_kb / 1024:6.1f} MiB  broker CPU "
                 f"{(sample.broker_cpu - before.broker_cpu) / span:4.0%}  acked "
@@ -1047,10 +1051,22 @@ def _flag(count: int) -> str:
     return f"**{count:,}**" if count else "0"
 
 
+def _default_flush() -> str:
+    """The broker's own default --log-flush, as this minibroker has it."""
+    import dataclasses
+
+    from minibroker.config import BrokerConfig
+
+    for setting in dataclasses.fields(BrokerConfig):
+        if setting.name == "log_flush":
+            return f"{setting.default} (default)"
+    return "default"
+
+
 def _storage(args: argparse.Namespace, out: Outcome) -> str:
     if not args.durable:
         return "in memory (`--no-durable`)"
-    flush = f"`--log-flush {args.log_flush}`" if args.log_flush else "the broker's default flush"
+    flush = f"`--log-flush {args.log_flush or _default_flush()}`"
     held = f", {out.data_bytes / 2**20:,.1f} MiB of files at the end" if out.data_bytes else ""
     return f"`--data-dir` in a temporary directory ({out.data_filesystem}), {flush}{held}"
 
@@ -1129,6 +1145,13 @@ def notes(args: argparse.Namespace, out: Outcome) -> list[str]:
         "- Both groups subscribe and settle before the first record is sent, and read up "
         "to the end offsets taken after the last acknowledgement.",
     ]
+    members = (args.clients - args.clients // 2) // args.groups
+    if members > args.partitions:
+        lines.append(
+            f"- A group of {members} members on {args.partitions} partitions: "
+            f"{members - args.partitions} members of each group hold no partition and only "
+            "heartbeat."
+        )
     if out.error_names:
         lines.append(f"- Delivery errors by name: {out.error_names}.")
     if out.buffer_full:
