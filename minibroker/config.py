@@ -153,6 +153,11 @@ class BrokerConfig:
         "how often topics give up what retention.ms and retention.bytes no longer keep "
         "(log.retention.check.interval.ms); also whenever the broker's clock is advanced",
     )
+    log_cleaner_backoff_ms: int = _setting(
+        15_000,
+        "how often compacted topics drop the records a later one of the same key replaces "
+        "(log.cleaner.backoff.ms); also whenever the broker's clock is advanced",
+    )
     connection_failed_authentication_delay_ms: int = _setting(
         100,
         "a connection refused sign-in is closed this long after the answer saying why, so "
@@ -302,6 +307,7 @@ class BrokerConfig:
             "default.replication.factor": "1",
             "log.message.timestamp.type": "CreateTime",
             "log.retention.check.interval.ms": str(self.log_retention_check_interval_ms),
+            "log.cleaner.backoff.ms": str(self.log_cleaner_backoff_ms),
         }
 
 
@@ -368,6 +374,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "connection_failed_authentication_delay_ms": 0,
     "log_retention_check_interval_ms": 1,
     "log_flush_interval_ms": 1,
+    "log_cleaner_backoff_ms": 1,
 }
 
 

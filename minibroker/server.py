@@ -30,7 +30,7 @@ from minibroker.handlers.registry import OPEN_SESSION
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
-from minibroker.state import retention
+from minibroker.state import compaction, retention
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
 from minibroker.state.sessions import (
     ANONYMOUS,
@@ -323,9 +323,10 @@ class NodeServer:
 
 class GroupTimer:
     """Runs the cluster's deadlines: the group coordinator's (session expiry, rebalance
-    timeouts, offset retention), the transaction coordinator's, and log retention
-    (state/retention.py) every log_retention_check_interval_ms. One per cluster, however
-    many nodes serve it. It wakes on group events and clock advances, never on appends."""
+    timeouts, offset retention), the transaction coordinator's, log retention
+    (state/retention.py) every log_retention_check_interval_ms and log compaction
+    (state/compaction.py) every log_cleaner_backoff_ms. One per cluster, however many
+    nodes serve it. It wakes on group events and clock advances, never on appends."""
 
     def __init__(self, cluster: ClusterState) -> None:
         self.cluster = cluster
@@ -333,7 +334,10 @@ class GroupTimer:
         self._task: asyncio.Task[None] | None = None
         self._retention_interval = cluster.config.log_retention_check_interval_ms / 1000
         self._next_retention = cluster.clock.monotonic() + self._retention_interval
-        self._advanced = cluster.clock.advanced  # a clock advance applies retention at once
+        self._cleaner_interval = cluster.config.log_cleaner_backoff_ms / 1000
+        self._next_cleaning = cluster.clock.monotonic() + self._cleaner_interval
+        # A clock advance applies retention and compaction at once.
+        self._advanced = cluster.clock.advanced
 
     def start(self) -> None:
         self.cluster.on_append.append(self._changed)
@@ -355,17 +359,28 @@ class GroupTimer:
     async def _run(self) -> None:
         clock = self.cluster.clock
         while True:
-            if clock.monotonic() >= self._next_retention or clock.advanced != self._advanced:
-                self._advanced = clock.advanced
+            advanced, self._advanced = clock.advanced != self._advanced, clock.advanced
+            if clock.monotonic() >= self._next_retention or advanced:
                 self._next_retention = clock.monotonic() + self._retention_interval
                 try:
                     retention.enforce(self.cluster.topics, clock.wall_ms())
                 except Exception:
                     log.exception("log retention failed")
+            if clock.monotonic() >= self._next_cleaning or advanced:
+                self._next_cleaning = clock.monotonic() + self._cleaner_interval
+                try:
+                    compaction.enforce(
+                        self.cluster.topics,
+                        clock.wall_ms(),
+                        max_decompressed_bytes=self.cluster.config.max_decompressed_batch_bytes,
+                    )
+                except Exception:
+                    log.exception("log compaction failed")
             deadlines = (
                 self.cluster.groups.next_deadline(),
                 self.cluster.transactions.next_deadline(),
                 self._next_retention,
+                self._next_cleaning,
             )
             deadline = min((d for d in deadlines if d is not None), default=None)
             wait = GROUP_TIMER_IDLE if deadline is None else deadline - clock.monotonic()

@@ -5,8 +5,10 @@ CRC32C, size against the topic's max.message.bytes, idempotent sequence) and sto
 raw bytes with its base offset rewritten. A CreateTime topic that sets
 message.timestamp.before.max.ms or .after.max.ms (or the deprecated
 .difference.max.ms) has each record's timestamp checked against the cluster's clock:
-INVALID_TIMESTAMP, with the offending records in record_errors (v8+). acks 0 gets no
-response at all; acks 1 and all are the same here (there are no followers).
+INVALID_TIMESTAMP, with the offending records in record_errors (v8+). A record without
+a key on a compacted topic (cleanup.policy has compact) is refused the same way, with
+INVALID_RECORD. acks 0 gets no response at all; acks 1 and all are the same here (there
+are no followers).
 A transactional batch must belong to its producer's open transaction holding the
 partition (state/transaction_rules.py: Produce); control batches come from the
 transaction coordinator only (a client's is INVALID_RECORD).
@@ -65,41 +67,78 @@ class _Rejected(Exception):
         self.record_errors = record_errors or []
 
 
-def _check_timestamps(
-    ctx: RequestContext, batch: bytes | memoryview, before_ms: int, after_ms: int
+def _record_error(
+    record: records.Record, where: str, limits: tuple[int, int] | None
+) -> tuple[ErrorCode, str] | None:
+    """What is wrong with one record, as Kafka's LogValidator checks it: a compacted
+    topic's record needs a key (`where` names the partition), then its CreateTime must be
+    within `limits` (earliest, latest; records without a timestamp, -1, pass)."""
+    if where and record.key is None:
+        return (
+            ErrorCode.invalid_record,
+            f"Compacted topic cannot accept message without key in topic partition {where}",
+        )
+    if limits is not None and record.timestamp != NO_TIMESTAMP:
+        earliest, latest = limits
+        if not earliest <= record.timestamp <= latest:
+            return (
+                ErrorCode.invalid_timestamp,
+                f"Timestamp {record.timestamp} of message with offset {record.offset} "
+                f"is out of range. The timestamp should be within [{earliest}, {latest}]",
+            )
+    return None
+
+
+def _check_records(
+    ctx: RequestContext,
+    batch: bytes | memoryview,
+    compacted_partition: str,
+    bounds: tuple[int, int] | None,
 ) -> None:
-    """Refuse the batch (INVALID_TIMESTAMP) if a record's CreateTime is more than
-    `before_ms` behind the broker's clock or `after_ms` ahead of it, as Kafka 3.6+ does
-    (LogValidator; records without a timestamp, -1, pass). Every record is decoded: the
-    header holds the batch's first and largest timestamps, not its smallest, and is the
-    producer's word. Only topics that set a limit come here."""
-    now = ctx.cluster.clock.wall_ms()
-    earliest, latest = now - before_ms, now + after_ms
-    errors: list[tuple[int, str]] = []
+    """Refuse the batch if a record of a compacted topic has no key (INVALID_RECORD, as
+    Kafka does: no later record could ever replace it) or, where the topic limits
+    timestamps (`bounds`: how far behind and ahead of the broker's clock, Kafka 3.6+), a
+    record's CreateTime is out of them (INVALID_TIMESTAMP, which wins when both occur).
+    Every record is decoded: the header holds the batch's first and largest timestamps,
+    not its smallest, and is the producer's word. Only compacted topics and topics that
+    set a limit come here. `compacted_partition` is the partition's name on a compacted
+    topic, else empty."""
+    limits = None
+    if bounds is not None:
+        now = ctx.cluster.clock.wall_ms()
+        limits = (now - bounds[0], now + bounds[1])
+    errors: list[tuple[ErrorCode, int, str]] = []
     try:
         for index, record in enumerate(
             records.iter_records(
                 batch, max_decompressed_bytes=ctx.cluster.config.max_decompressed_batch_bytes
             )
         ):
-            if record.timestamp != NO_TIMESTAMP and not (earliest <= record.timestamp <= latest):
-                errors.append(
-                    (
-                        index,
-                        f"Timestamp {record.timestamp} of message with offset {record.offset} "
-                        f"is out of range. The timestamp should be within [{earliest}, {latest}]",
-                    )
-                )
+            found = _record_error(record, compacted_partition, limits)
+            if found is not None:
+                errors.append((found[0], index, found[1]))
     except records.CodecUnavailable as exc:
         raise _Rejected(ErrorCode.unsupported_compression_type, str(exc)) from exc
     except records.InvalidBatch as exc:
         raise _Rejected(ErrorCode.corrupt_message, str(exc)) from exc
-    if errors:
+    if not errors:
+        return
+    record_errors = [(index, text) for _, index, text in errors]
+    if any(code == ErrorCode.invalid_timestamp for code, _, _ in errors):
         raise _Rejected(
             ErrorCode.invalid_timestamp,
             "One or more records have been rejected due to invalid timestamp",
-            errors,
+            record_errors,
         )
+    shown = ", ".join(
+        f"RecordError(batchIndex={index}, message='{text}')" for index, text in record_errors[:3]
+    )
+    raise _Rejected(
+        ErrorCode.invalid_record,
+        f"One or more records have been rejected due to {len(errors)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]",
+        record_errors,
+    )
 
 
 def _check_transaction(
@@ -196,8 +235,9 @@ def _append(
     if header.is_transactional:
         _check_transaction(ctx, transactional_id, header, topic.name, index)
     bounds = topic.timestamp_bounds()
-    if bounds is not None:
-        _check_timestamps(ctx, batch, *bounds)
+    if bounds is not None or topic.compacted:
+        where = f"{topic.name}-{index}" if topic.compacted else ""
+        _check_records(ctx, batch, where, bounds)
     try:
         duplicate_of = partition.producers.check(header)
     except SequenceError as exc:

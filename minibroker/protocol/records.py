@@ -479,6 +479,68 @@ def _decode_record(header: BatchHeader, record: bytes) -> Record:
     )
 
 
+def _write_bytes(item: bytes | None, out: bytearray) -> None:
+    if item is None:
+        _write_varint(-1, out)
+    else:
+        _write_varint(len(item), out)
+        out += item
+
+
+def encode_batch(
+    batch_records: Sequence[Record],
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A v2 batch of `batch_records` under the header fields given, written uncompressed
+    (the compression bits of `attributes` are cleared). Each record's offset and
+    timestamp are absolute (as iter_records yields them) and written as deltas from
+    `base_offset` and `base_timestamp`; `last_offset_delta` may pass the last record's
+    (compaction keeps it, so producer sequences stay valid)."""
+    body = bytearray()
+    for item in batch_records:
+        record = bytearray(b"\x00")
+        _write_varint(item.timestamp - base_timestamp, record)
+        _write_varint(item.offset - base_offset, record)
+        _write_bytes(item.key, record)
+        _write_bytes(item.value, record)
+        _write_varint(len(item.headers), record)
+        for name, header_value in item.headers:
+            _write_bytes(name.encode(), record)
+            _write_bytes(header_value, record)
+        _write_varint(len(record), body)
+        body += record
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes & ~COMPRESSION_MASK,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(batch_records),
+        )
+        + body
+    )
+    batch_length = 4 + 1 + 4 + len(after_crc)
+    return (
+        struct.pack(
+            ">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc32c(after_crc)
+        )
+        + after_crc
+    )
+
+
 def build_batch(
     records: Sequence[tuple[bytes | None, bytes | None]],
     *,
@@ -491,42 +553,21 @@ def build_batch(
     attributes: int = 0,
 ) -> bytes:
     """Encode an uncompressed batch of (key, value) records sharing one timestamp."""
-    body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        record = bytearray(b"\x00")
-        _write_varint(0, record)
-        _write_varint(delta, record)
-        for item in (key, value):
-            if item is None:
-                _write_varint(-1, record)
-            else:
-                _write_varint(len(item), record)
-                record += item
-        _write_varint(len(headers), record)
-        for name, header_value in headers:
-            encoded = name.encode()
-            _write_varint(len(encoded), record)
-            record += encoded
-            _write_varint(len(header_value), record)
-            record += header_value
-        _write_varint(len(record), body)
-        body += record
-    after_crc = (
-        struct.pack(
-            ">hiqqqhii",
-            attributes,
-            len(records) - 1,
-            timestamp_ms,
-            timestamp_ms,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )
-        + body
+    shared = tuple(headers)
+    return encode_batch(
+        [
+            Record(base_offset + delta, timestamp_ms, key, value, shared)
+            for delta, (key, value) in enumerate(records)
+        ],
+        base_offset=base_offset,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+        attributes=attributes,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
     )
-    batch_length = 4 + 1 + 4 + len(after_crc)
-    return struct.pack(">qiibI", base_offset, batch_length, -1, 2, crc32c(after_crc)) + after_crc
 
 
 # Control records (markers): key = version 0 and type, value = version 0 and the

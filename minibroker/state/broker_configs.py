@@ -145,6 +145,7 @@ KAFKA_BROKER_DEFAULTS: Mapping[str, str | None] = {
     "log.roll.jitter.hours": "0",
     "log.flush.interval.ms": None,
     "log.flush.scheduler.interval.ms": LONG_MAX,
+    "log.cleaner.backoff.ms": "15000",
 }
 BROKER_CONFIG_TOPICS: Mapping[str, str] = {name: topic for name, (topic, _) in _BEHIND.items()}
 SCALED_BROKER_CONFIGS = frozenset(_SCALED)

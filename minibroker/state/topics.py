@@ -98,6 +98,9 @@ class Partition:
     log: PartitionLog = field(default_factory=PartitionLog)
     producers: PartitionProducers = field(default_factory=PartitionProducers)
     leader_epoch: int = 0
+    # Compaction (state/compaction.py): the offset the last cleaning reached, Kafka's
+    # cleaner checkpoint; what lies after it is dirty.
+    cleaned_offset: int = 0
 
 
 @dataclass(slots=True)
@@ -124,6 +127,11 @@ class Topic:
     @property
     def max_message_bytes(self) -> int:
         return int(self.config("max.message.bytes"))
+
+    @property
+    def compacted(self) -> bool:
+        """Whether cleanup.policy includes compact (state/compaction.py)."""
+        return "compact" in (p.strip() for p in self.config("cleanup.policy").split(","))
 
     @property
     def log_append_time(self) -> bool:

@@ -4,8 +4,10 @@ Layout: one directory per partition holding `<base offset, 20 digits>.log` files
 run of record batches exactly as a fetch returns them (base offset, length and leader
 epoch set). A batch goes to the newest (active) segment; a new segment starts when the
 active one would grow past the topic's segment.bytes. A read is one `pread` per segment
-it touches, handed to the socket as it is. Positions are the log's byte positions
-(state/log.py): a segment knows where its first byte sits among them.
+it touches, handed to the socket as it is. Only the active segment keeps a file
+descriptor open; a rolled one is fsynced and closed, and opened again for each read.
+Positions are the log's byte positions (state/log.py): a segment knows where its first
+byte sits among them.
 
 Recovery rules (every start; `recover` applies them, nothing else reads raw files):
 - Segments are read in base-offset order, batch by batch. A batch is good when its
@@ -191,6 +193,8 @@ class SegmentStore:
             segments[-1].size and segments[-1].size + len(batch) > self._segment_bytes()
         ):
             self.directory.mkdir(parents=True, exist_ok=True)
+            if segments:
+                self._seal(segments[-1])
             segments.append(Segment(self.directory / segment_name(base_offset), position, 0))
             self._starts.append(position)
         active = segments[-1]
@@ -210,6 +214,14 @@ class SegmentStore:
         self._unsynced.add(fd)
         self._on_write(self)
 
+    def _seal(self, segment: Segment) -> None:
+        """A segment no longer written: synced (as Kafka flushes a rolled segment) and
+        closed, so a partition holds one descriptor however many segments it has."""
+        if segment.fd is not None:
+            os.fsync(segment.fd)
+            self._unsynced.discard(segment.fd)
+            segment.close()
+
     def _read(self, start: int, end: int) -> list[bytes | memoryview]:
         pieces: list[bytes | memoryview] = []
         index = bisect.bisect_right(self._starts, start) - 1
@@ -218,7 +230,14 @@ class SegmentStore:
             within = start - segment.start
             count = min(end - start, segment.size - within)
             if count > 0:
-                data = os.pread(segment.descriptor(), count, within)
+                if segment.fd is not None:
+                    data = os.pread(segment.fd, count, within)
+                else:  # a sealed segment: opened for the read only
+                    fd = os.open(segment.path, os.O_RDONLY)
+                    try:
+                        data = os.pread(fd, count, within)
+                    finally:
+                        os.close(fd)
                 if len(data) != count:
                     raise OSError(f"{segment.path}: short read at {within}")
                 pieces.append(data)

@@ -497,3 +497,85 @@ def test_a_codec_without_its_library_is_an_unsupported_compression_type(
         UNSUPPORTED_COMPRESSION_TYPE, f"cannot decode {codec} batches: install {library}"
     )
     assert stored(checked, "checked") == []
+
+
+# --- a compacted topic: every record needs a key ---
+
+
+@pytest.fixture
+def compacted() -> SansIOBroker:
+    broker = SansIOBroker()
+    broker.cluster.topics.create("compacted", 1, configs={"cleanup.policy": "compact,delete"})
+    return broker
+
+
+def keyless_refusal(indexes: list[int], partition: str = "compacted-0") -> Answer:
+    message = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in indexes[:3])
+    return Answer(
+        INVALID_RECORD,
+        -1,
+        -1,
+        -1,
+        f"One or more records have been rejected due to {len(indexes)} record errors in total,"
+        f" and only showing the first three errors at most: [{shown}]",
+        [(i, message) for i in indexes],
+    )
+
+
+def _errors(answer: Answer) -> Answer:
+    return dataclasses.replace(
+        answer,
+        record_errors=[(e.batch_index, e.batch_index_error_message) for e in answer.record_errors],
+    )
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(compacted: SansIOBroker) -> None:
+    items: list[tuple[bytes | None, bytes | None]] = [
+        (None, b"a"),
+        (b"k", b"b"),
+        (None, b"c"),
+        (None, None),
+        (None, b"d"),
+    ]
+    data = records.build_batch(items, timestamp_ms=NOW_MS)
+    assert _errors(produce(compacted, "compacted", data)) == keyless_refusal([0, 2, 3, 4])
+    assert stored(compacted, "compacted") == []
+
+
+def test_a_compacted_topic_takes_empty_keys_and_tombstones(compacted: SansIOBroker) -> None:
+    data = records.build_batch([(b"", b"empty key"), (b"k", None)], timestamp_ms=NOW_MS)
+    assert produce(compacted, "compacted", data) == Answer(NONE, 0, -1, 0, None, ())
+
+
+def test_a_compressed_keyless_record_is_found(compacted: SansIOBroker) -> None:
+    assert _errors(produce(compacted, "compacted", gzipped([b"x"]))) == keyless_refusal([0])
+
+
+def test_a_timestamp_error_wins_over_a_missing_key() -> None:
+    broker = SansIOBroker()
+    broker.cluster.topics.create(
+        "both",
+        1,
+        configs={
+            "cleanup.policy": "compact",
+            "message.timestamp.before.max.ms": "1000",
+            "message.timestamp.after.max.ms": "1000",
+        },
+    )
+    # Each record reports its first fault (a missing key before its timestamp); a
+    # timestamp fault anywhere makes the batch's error INVALID_TIMESTAMP.
+    data = records.build_batch([(None, b"v"), (b"k", b"v")], timestamp_ms=NOW_MS - 5000)
+    answer = produce(broker, "both", data)
+    assert (answer.error_code, answer.error_message) == (
+        INVALID_TIMESTAMP,
+        "One or more records have been rejected due to invalid timestamp",
+    )
+    assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
+        (0, "Compacted topic cannot accept message without key in topic partition both-0"),
+        (
+            1,
+            f"Timestamp {NOW_MS - 5000} of message with offset 1 is out of range. The "
+            f"timestamp should be within [{NOW_MS - 1000}, {NOW_MS + 1000}]",
+        ),
+    ]

@@ -166,3 +166,16 @@ def test_a_failed_write_leaves_no_half_batch(tmp_path: Path, segment_bytes: int)
     assert log.next_offset == 4
     assert log.append(read_header(batch), batch).base_offset == 4
     assert _reopened(tmp_path, segment_bytes).next_offset == 5
+
+
+def test_a_partition_holds_one_open_file_however_many_segments(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    log = PartitionLog(_store(tmp_path, segment_bytes=100))
+    for _ in range(20):
+        batch = build_batch([(b"k", b"v" * 40)])
+        log.append(read_header(batch), batch)
+    assert len(list(tmp_path.glob("*.log"))) == 20
+    assert len(os.listdir("/proc/self/fd")) - before == 1
+    assert len(split_batches(log.read(0, 1 << 20))) == 20  # sealed ones opened to read
+    assert len(os.listdir("/proc/self/fd")) - before == 1
+    log.store.close()

@@ -1,0 +1,161 @@
+"""Data directory benchmarks: `python -m bench.storage [--quick]`.
+
+The same produce (acks=all, confluent-kafka) and consume against `python -m minibroker`
+in memory (the anchor) and with `--data-dir` under each flush policy, interleaved run by
+run, each broker in a child process started as a user starts it. Then the time a broker
+takes to start on the data directory the runs left behind (recovery scans every batch).
+Ratios are against the in-memory broker of the same run. Writes bench/STORAGE_RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.core import consume, produce
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "STORAGE_RESULTS.md"
+READY = re.compile(r"listening, bootstrap\.servers=(\S+)")
+SIDES = ("in memory", "os", "interval", "write")
+
+
+@dataclass
+class Plan:
+    messages: int = 200_000
+    partitions: int = 4
+    runs: int = 3
+
+    @classmethod
+    def quick(cls) -> Plan:
+        return cls(messages=20_000, runs=1)
+
+
+@contextlib.contextmanager
+def broker(data_dir: Path | None, flush: str) -> Iterator[tuple[str, float]]:
+    """A broker child process: (bootstrap servers, seconds from launch to listening)."""
+    args = [sys.executable, "-m", "minibroker", "--port", "0", "--log-level", "WARNING"]
+    if data_dir is not None:
+        args += ["--data-dir", str(data_dir), "--log-flush", flush]
+    started = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            found = READY.search(line)
+            if found:
+                yield found.group(1), time.perf_counter() - started
+                return
+        raise RuntimeError("the broker did not start")
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+
+
+def measure(plan: Plan, log: Any) -> dict[str, dict[str, list[float]]]:
+    samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    scratch = Path(tempfile.mkdtemp(prefix="minibroker-bench-"))
+    try:
+        for run in range(plan.runs):
+            for side in SIDES:
+                data_dir = None if side == "in memory" else scratch / f"{side}-{run}"
+                with broker(data_dir, side) as (bootstrap, _):
+                    topic = f"bench-{run}"
+                    create_topic(bootstrap, topic, plan.partitions)
+                    seconds = produce(bootstrap, topic, plan.messages)
+                    samples["produce msg/s"][side].append(plan.messages / seconds)
+                    received, seconds = consume(
+                        bootstrap, topic, plan.partitions, plan.messages, 120, {}
+                    )
+                    if received != plan.messages:
+                        raise RuntimeError(f"{side}: read {received} of {plan.messages}")
+                    samples["consume msg/s"][side].append(received / seconds)
+                log(f"run {run + 1}/{plan.runs} {side}: done")
+                if data_dir is not None:
+                    size = sum(f.stat().st_size for f in data_dir.rglob("*.log"))
+                    with broker(data_dir, side) as (_, start_seconds):
+                        samples["restart ms"][side].append(start_seconds * 1000)
+                    samples["data MiB"][side].append(size / 2**20)
+            with broker(None, "os") as (_, start_seconds):
+                samples["restart ms"]["in memory"].append(start_seconds * 1000)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return samples
+
+
+def table(samples: dict[str, dict[str, list[float]]]) -> list[str]:
+    lines = [
+        "| metric | in memory | data dir, flush os | flush interval | flush write |",
+        "|---|---|---|---|---|",
+    ]
+    for metric in ("produce msg/s", "consume msg/s", "restart ms", "data MiB"):
+        row = samples.get(metric, {})
+        anchor = statistics.median(row["in memory"]) if row.get("in memory") else None
+        cells = []
+        for side in SIDES:
+            values = row.get(side)
+            if not values:
+                cells.append("-")
+                continue
+            value = statistics.median(values)
+            text = f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+            if anchor and side != "in memory" and metric != "data MiB":
+                text += f" ({value / anchor:.2f}x)"
+            cells.append(text)
+        lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.storage", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run (smoke)")
+    args = parser.parse_args(argv)
+    plan = Plan.quick() if args.quick else Plan()
+
+    def log(text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+    samples = measure(plan, log)
+    lines = [
+        "# Data directory benchmark",
+        "",
+        f"`python -m bench.storage{' --quick' * args.quick}`, {time.strftime('%Y-%m-%d')}, "
+        f"{os.cpu_count()} cores; {plan.messages:,} messages of 100 bytes, "
+        f"{plan.partitions} partitions, acks=all (confluent-kafka), medians of {plan.runs} "
+        "interleaved runs. Ratios are against the in-memory broker. `restart ms` is from "
+        "launching `python -m minibroker` to it listening, with the run's data to recover.",
+        "",
+        *table(samples),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not args.quick:
+        RESULTS.write_text(text)
+        print(f"written to {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
