@@ -566,6 +566,29 @@ def _probe_describe_acls(probe: Probe, version: int) -> None:
     assert (answer.error_code, answer.resources) == (ErrorCode.security_disabled, ())
 
 
+def _probe_alter_user_scram_credentials(probe: Probe, version: int) -> None:
+    user = f"scram-v{version}"
+    upsertion = {
+        "name": user,
+        "mechanism": 1,
+        "iterations": 4096,
+        "salt": b"twelve-bytes",
+        "salted_password": b"salted",
+    }
+    answer = probe.exchange(51, version, deletions=[], upsertions=[upsertion])
+    assert [(r.user, r.error_code) for r in answer.results] == [(user, ErrorCode.none)]
+    described = probe.exchange(50, version, users=[{"name": user}])
+    [result] = described.results
+    assert [(i.mechanism, i.iterations) for i in result.credential_infos] == [(1, 4096)]
+
+
+def _probe_describe_user_scram_credentials(probe: Probe, version: int) -> None:
+    answer = probe.exchange(50, version, users=[{"name": "nobody"}])
+    assert [(r.user, r.error_code) for r in answer.results] == [
+        ("nobody", ErrorCode.resource_not_found)
+    ]
+
+
 def _probe_create_acls(probe: Probe, version: int) -> None:
     creation = {
         "resource_type": 2,
@@ -990,6 +1013,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     43: _probe_elect_leaders,
     44: _probe_incremental_alter_configs,
     47: _probe_offset_delete,
+    50: _probe_describe_user_scram_credentials,
+    51: _probe_alter_user_scram_credentials,
     60: _probe_describe_cluster,
     61: _probe_describe_producers,
     65: _probe_describe_transactions,
