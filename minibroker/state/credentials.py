@@ -28,7 +28,7 @@ import hmac
 import os
 import tomllib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from minibroker.protocol import sasl
@@ -73,6 +73,12 @@ def _hash(salt: bytes, password: str) -> bytes:
 class Credentials:
     def __init__(self) -> None:
         self._users: dict[str, _User] = {}
+        # Users whose SCRAM credentials the protocol changed, and who hears of it (a data
+        # directory keeps them): called with each such user's credentials now.
+        self._altered: set[str] = set()
+        self.on_scram_change: Callable[[dict[str, dict[str, sasl.ScramCredential]]], None] = (
+            lambda altered: None
+        )
 
     def __len__(self) -> int:
         return len(self._users)
@@ -138,7 +144,26 @@ class Credentials:
                 user.scram[mechanism] = sasl.scram_from_salted_password(
                     mechanism, change.salt, change.salted_password, change.iterations
                 )
+            self._altered.add(change.user)
+        if any(code == NONE for code, _ in outcomes.values()):
+            self.on_scram_change(self.altered_scram())
         return outcomes
+
+    def altered_scram(self) -> dict[str, dict[str, sasl.ScramCredential]]:
+        """The SCRAM credentials, now, of every user the protocol changed."""
+        return {
+            name: dict(self._users[name].scram) if name in self._users else {}
+            for name in sorted(self._altered)
+        }
+
+    def restore_scram(self, altered: Mapping[str, Mapping[str, sasl.ScramCredential]]) -> None:
+        """Give users the SCRAM credentials the protocol had left them (at a restart)."""
+        for name, credentials in altered.items():
+            self._altered.add(name)
+            user = self._users.setdefault(name, _User(b"", None))
+            user.scram = dict(credentials)
+            if not user.scram and user.password_hash is None:
+                del self._users[name]
 
     def _refusal(self, change: ScramChange, repeated: bool) -> Outcome | None:
         if not change.user:

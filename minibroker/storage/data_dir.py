@@ -6,6 +6,8 @@ Layout:
   topics.json       every topic: name, id, partition leaders, configs
   offsets.jsonl     committed offsets, one change per line; replayed and rewritten at start
   producer-ids      the end of the block of producer ids being handed out
+  scram-credentials.json   SCRAM credentials set over the protocol (stored and server
+                    keys, never passwords), readable by the owner only
   logs/<topic id>/<partition>/   segment files (storage/segments.py)
 
 Rules:
@@ -27,6 +29,7 @@ Rules:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from minibroker.config import LOG_FLUSH_POLICIES
+from minibroker.protocol.sasl import ScramCredential
 from minibroker.state.cluster import ClusterState
 from minibroker.state.groups import CommittedOffset
 from minibroker.state.log import PartitionLog
@@ -49,6 +53,7 @@ log = logging.getLogger("minibroker.storage")
 
 LAYOUT_VERSION = 1
 PRODUCER_ID_BLOCK = 1000
+SCRAM_FILE = "scram-credentials.json"
 
 OffsetKey = tuple[str, int]
 
@@ -85,6 +90,7 @@ class DataDir:
             self._load_topics(state, set(node_ids))
             self._load_offsets(state)
             self._load_producer_ids(state)
+            self._load_scram_credentials(state)
         except Exception:
             self.close()
             raise
@@ -92,6 +98,7 @@ class DataDir:
         state.topics.on_change.append(self._topics_changed)
         state.groups.on_offsets = self._offsets_changed
         state.producer_ids.reserve = self._reserve_producer_ids
+        state.credentials.on_scram_change = self._scram_changed
         state.storage = self
 
     def _lock(self) -> None:
@@ -305,6 +312,29 @@ class DataDir:
             os.write(self._journal_fd, text.encode())
             self._journal_unsynced = True
 
+    # --- SCRAM credentials set over the protocol ---
+
+    def _load_scram_credentials(self, state: ClusterState) -> None:
+        path = self.path / SCRAM_FILE
+        if not path.exists():
+            return
+        try:
+            saved = json.loads(path.read_text())
+            altered = {
+                user: {mechanism: _credential_of(c) for mechanism, c in mechanisms.items()}
+                for user, mechanisms in saved.items()
+            }
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataDirError(f"{path}: unreadable ({exc})") from None
+        state.credentials.restore_scram(altered)
+
+    def _scram_changed(self, altered: dict[str, dict[str, ScramCredential]]) -> None:
+        saved = {
+            user: {mechanism: _credential_json(c) for mechanism, c in mechanisms.items()}
+            for user, mechanisms in altered.items()
+        }
+        _replace_file(self.path / SCRAM_FILE, json.dumps(saved, indent=1).encode(), 0o600)
+
     # --- producer ids ---
 
     def _load_producer_ids(self, state: ClusterState) -> None:
@@ -316,6 +346,24 @@ class DataDir:
         end = first_id + PRODUCER_ID_BLOCK
         _replace_file(self.path / "producer-ids", str(end).encode())
         return end
+
+
+def _credential_json(credential: ScramCredential) -> dict[str, Any]:
+    return {
+        "salt": base64.b64encode(credential.salt).decode(),
+        "stored_key": base64.b64encode(credential.stored_key).decode(),
+        "server_key": base64.b64encode(credential.server_key).decode(),
+        "iterations": credential.iterations,
+    }
+
+
+def _credential_of(saved: dict[str, Any]) -> ScramCredential:
+    return ScramCredential(
+        base64.b64decode(saved["salt"]),
+        base64.b64decode(saved["stored_key"]),
+        base64.b64decode(saved["server_key"]),
+        int(saved["iterations"]),
+    )
 
 
 def _offset_line(group_id: str, key: OffsetKey, stored: CommittedOffset | None) -> str:

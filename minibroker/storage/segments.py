@@ -333,11 +333,12 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _replace_file(path: Path, content: bytes) -> None:
+def _replace_file(path: Path, content: bytes, mode: int = 0o644) -> None:
     """Write `content` to `path` in one rename, synced: a crash leaves old or new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(path.name + ".tmp")
-    with open(scratch, "wb") as file:
+    with open(os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as file:
+        os.fchmod(file.fileno(), mode)
         file.write(content)
         file.flush()
         os.fsync(file.fileno())

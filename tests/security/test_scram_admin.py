@@ -4,6 +4,7 @@ against Apache Kafka too and give the same answers."""
 
 from __future__ import annotations
 
+import pathlib
 import uuid
 
 import confluent_kafka
@@ -152,3 +153,35 @@ def test_only_principals_allowed_on_the_cluster_manage_credentials() -> None:
         assert _described(bob, ["admin"]) == {"admin": refused}
         assert _alter(admin, [_upsert("dave")]) == {"dave": None}
         assert _described(admin, ["dave"]) == {"dave": {SHA256: 8192}}
+
+
+def test_credentials_set_over_the_protocol_are_kept_in_a_data_directory(
+    tmp_path: pathlib.Path,
+) -> None:
+    listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+    with Broker(listeners=listeners, data_dir=str(tmp_path)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers_for("PLAINTEXT")})
+        assert _alter(admin, [_upsert("erin", SHA512), _upsert("frank")]) == {
+            "erin": None,
+            "frank": None,
+        }
+        assert _alter(admin, [UserScramCredentialDeletion("frank", SHA256)]) == {"frank": None}
+    assert (tmp_path / "scram-credentials.json").stat().st_mode & 0o777 == 0o600
+    assert b"password" not in (tmp_path / "scram-credentials.json").read_bytes()
+    with Broker(listeners=listeners, data_dir=str(tmp_path)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers_for("PLAINTEXT")})
+        missing = confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
+        assert _described(admin, ["erin", "frank"]) == {"erin": {SHA512: 8192}, "frank": missing}
+        errors: list[object] = []
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers_for("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "erin",
+                "sasl.password": "password",
+                "error_cb": errors.append,
+            }
+        )
+        producer.list_topics(timeout=10)
+        assert not errors
