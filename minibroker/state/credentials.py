@@ -15,10 +15,11 @@ listed by DescribeUserScramCredentials), as Kafka's controller applies them:
   SCRAM-SHA-256 (1) or SCRAM-SHA-512 (2) (UNSUPPORTED_SASL_MECHANISM), the name not empty
   (UNACCEPTABLE_CREDENTIAL), the salt at least 12 bytes (UNACCEPTABLE_CREDENTIAL; Kafka
   takes shorter ones, which the SCRAM exchange here could not use); deleting a
-  credential the user does not have is RESOURCE_NOT_FOUND; one user and mechanism named
-  twice in a request is DUPLICATE_RESOURCE;
-- the answer has one result per user named; a user with any refused change gets none
-  of its changes.
+  credential the user does not have is RESOURCE_NOT_FOUND;
+- deletions are checked first, then upsertions; a user's first refused change decides
+  its error, and a user named a second time (whatever the mechanism) gets
+  DUPLICATE_RESOURCE: one change per user per request;
+- the answer has one result per user named; a refused user gets none of its changes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import hashlib
 import hmac
 import os
 import tomllib
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -124,16 +124,28 @@ class Credentials:
         }
 
     def alter_scram(self, changes: list[ScramChange]) -> dict[str, Outcome]:
-        """Apply AlterUserScramCredentials' changes (the rules above); outcome per user."""
-        outcomes: dict[str, Outcome] = {}
-        named = Counter((change.user, change.mechanism) for change in changes)
-        for change in changes:
-            refused = self._refusal(change, named[(change.user, change.mechanism)] > 1)
-            if outcomes.get(change.user, (NONE, None))[0] == NONE:
-                outcomes[change.user] = refused or (NONE, None)
-        for change in changes:
-            if outcomes[change.user][0] != NONE:
+        """Apply AlterUserScramCredentials' changes (the rules above), deletions first;
+        outcome per user."""
+        ordered = [c for c in changes if c.salt is None] + [
+            c for c in changes if c.salt is not None
+        ]
+        accepted: dict[str, ScramChange] = {}
+        refused: dict[str, Outcome] = {}
+        for change in ordered:
+            if change.user in refused:
                 continue
+            if accepted.pop(change.user, None) is not None:
+                refused[change.user] = (
+                    DUPLICATE_RESOURCE,
+                    "A user credential cannot be altered twice in the same request",
+                )
+                continue
+            refusal = self._refusal(change)
+            if refusal is None:
+                accepted[change.user] = change
+            else:
+                refused[change.user] = refusal
+        for change in accepted.values():
             mechanism = SCRAM_MECHANISM_IDS[change.mechanism]
             user = self._users.setdefault(change.user, _User(b"", None))
             if change.salt is None:
@@ -145,9 +157,10 @@ class Credentials:
                     mechanism, change.salt, change.salted_password, change.iterations
                 )
             self._altered.add(change.user)
-        if any(code == NONE for code, _ in outcomes.values()):
+        if accepted:
             self.on_scram_change(self.altered_scram())
-        return outcomes
+        done: Outcome = (NONE, None)
+        return {c.user: refused.get(c.user, done) for c in changes}
 
     def altered_scram(self) -> dict[str, dict[str, sasl.ScramCredential]]:
         """The SCRAM credentials, now, of every user the protocol changed."""
@@ -165,14 +178,9 @@ class Credentials:
             if not user.scram and user.password_hash is None:
                 del self._users[name]
 
-    def _refusal(self, change: ScramChange, repeated: bool) -> Outcome | None:
+    def _refusal(self, change: ScramChange) -> Outcome | None:
         if not change.user:
             return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
-        if repeated:
-            return (
-                DUPLICATE_RESOURCE,
-                "A user credential cannot be altered twice in the same request",
-            )
         mechanism = SCRAM_MECHANISM_IDS.get(change.mechanism)
         if mechanism is None:
             return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"

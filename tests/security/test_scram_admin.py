@@ -64,7 +64,8 @@ def _described(admin: AdminClient, users: list[str]) -> dict[str, object]:
 def test_credentials_are_set_described_and_deleted(kafka_bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     alice = _user()
-    assert _alter(admin, [_upsert(alice), _upsert(alice, SHA512, 4096)]) == {alice: None}
+    assert _alter(admin, [_upsert(alice)]) == {alice: None}
+    assert _alter(admin, [_upsert(alice, SHA512, 4096)]) == {alice: None}
     assert _described(admin, [alice]) == {alice: {SHA256: 8192, SHA512: 4096}}
     assert _alter(admin, [UserScramCredentialDeletion(alice, SHA256)]) == {alice: None}
     assert _described(admin, [alice]) == {alice: {SHA512: 4096}}
@@ -75,7 +76,7 @@ def test_credentials_are_set_described_and_deleted(kafka_bootstrap: str) -> None
 @pytest.mark.parity
 def test_refused_changes_get_kafkas_errors_and_change_nothing(kafka_bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    few, many, ghost, twice = _user(), _user(), _user(), _user()
+    few, many, ghost, twice, both = _user(), _user(), _user(), _user(), _user()
     outcomes = _alter(
         admin,
         [
@@ -83,7 +84,9 @@ def test_refused_changes_get_kafkas_errors_and_change_nothing(kafka_bootstrap: s
             _upsert(many, iterations=20_000),
             UserScramCredentialDeletion(ghost, SHA256),
             _upsert(twice),
-            UserScramCredentialDeletion(twice, SHA256),
+            _upsert(twice, SHA512),  # one change per user per request
+            _upsert(both),
+            UserScramCredentialDeletion(both, SHA256),  # deletions count first: none to delete
         ],
     )
     assert outcomes == {
@@ -91,9 +94,11 @@ def test_refused_changes_get_kafkas_errors_and_change_nothing(kafka_bootstrap: s
         many: confluent_kafka.KafkaError.UNACCEPTABLE_CREDENTIAL,
         ghost: confluent_kafka.KafkaError.RESOURCE_NOT_FOUND,
         twice: confluent_kafka.KafkaError.DUPLICATE_RESOURCE,
+        both: confluent_kafka.KafkaError.RESOURCE_NOT_FOUND,
     }
     missing = confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
-    assert _described(admin, [few, many, twice]) == {few: missing, many: missing, twice: missing}
+    users = [few, many, twice, both]
+    assert _described(admin, users) == dict.fromkeys(users, missing)
 
 
 def test_a_user_set_over_the_protocol_signs_in_with_scram_only() -> None:
