@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from pathlib import Path
 
 import confluent_kafka
 from confluent_kafka import TopicPartition
 
 from tests.childbroker import ChildBroker
+from tests.storage.reading import read_all
 
 TIMEOUT = 30.0
 PARTITIONS = 3
@@ -37,34 +37,9 @@ def _kill(broker: ChildBroker) -> None:
     broker.process.wait(10)
 
 
-def _read_all(bootstrap: str, partitions: int = PARTITIONS) -> dict[tuple[int, int], bytes]:
+def _read_all(bootstrap: str) -> dict[tuple[int, int], bytes | None]:
     """(partition, offset) -> value of every record in the topic."""
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition("steady", p, 0) for p in range(partitions)])
-        found: dict[tuple[int, int], bytes] = {}
-        ended: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT
-        while len(ended) < partitions and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
-                continue
-            found[(message.partition(), message.offset())] = message.value()
-        assert len(ended) == partitions
-        return found
-    finally:
-        consumer.close()
+    return {(p, o): value for p, o, _, value, _ in read_all(bootstrap, "steady")}
 
 
 def test_acknowledged_records_and_committed_offsets_survive_kill_9(tmp_path: Path) -> None:
@@ -202,7 +177,7 @@ def test_a_batch_stored_before_kill_9_and_retried_after_is_not_stored_twice(
         _kill(broker)
         broker = _broker(tmp_path, port).start()
         assert producer.flush(TIMEOUT) == 0
-        stored = _read_all(broker.bootstrap, partitions=1)
+        stored = _read_all(broker.bootstrap)
         assert sorted(stored.values(), key=int) == [b"%d" % n for n in range(10)]
     finally:
         broker.stop()

@@ -14,8 +14,23 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 
 from minibroker import Broker
 from minibroker.storage.data_dir import DataDirError
+from tests.storage.reading import read_all
 
 TIMEOUT = 20.0
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The descriptors segment files were fsynced on, in order."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr("minibroker.storage.segments.os.fsync", counting_fsync)
+    return synced
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -42,52 +57,13 @@ def _produce(bootstrap: str, topic: str, count: int, **settings: object) -> None
     assert producer.flush(TIMEOUT) == 0
 
 
-def _read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> list[tuple]:
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=TIMEOUT).topics[topic]
-        consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
-        found, ended = [], set()
-        deadline = time.monotonic() + TIMEOUT
-        while len(ended) < len(metadata.partitions) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
-                continue
-            found.append(
-                (
-                    message.partition(),
-                    message.offset(),
-                    message.key(),
-                    message.value(),
-                    message.timestamp(),
-                )
-            )
-        assert len(ended) == len(metadata.partitions)
-        return sorted(found)
-    finally:
-        consumer.close()
-
-
 def test_topics_records_configs_and_committed_offsets_survive_a_restart(tmp_path: Path) -> None:
     with Broker(data_dir=str(tmp_path)) as broker:
         bootstrap = broker.bootstrap_servers
         _create(bootstrap, NewTopic("orders", 3, 1, config={"retention.ms": "-1"}))
         _produce(bootstrap, "orders", 40)
         _produce(bootstrap, "orders", 20, **{"compression.type": "zstd"})
-        before = _read_all(bootstrap, "orders")
+        before = read_all(bootstrap, "orders")
         topic_id = _topic_id(bootstrap, "orders")
         consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
         committed = [TopicPartition("orders", p, 3 + p) for p in range(3)]
@@ -97,7 +73,7 @@ def test_topics_records_configs_and_committed_offsets_survive_a_restart(tmp_path
     with Broker(data_dir=str(tmp_path)) as broker:
         bootstrap = broker.bootstrap_servers
         assert len(before) == 60
-        assert _read_all(bootstrap, "orders") == before
+        assert read_all(bootstrap, "orders") == before
         assert _topic_id(bootstrap, "orders") == topic_id
         admin = _admin(bootstrap)
         [configs] = admin.describe_configs(
@@ -111,7 +87,7 @@ def test_topics_records_configs_and_committed_offsets_survive_a_restart(tmp_path
         finally:
             consumer.close()
         _produce(bootstrap, "orders", 3)  # and the log goes on from where it was
-        assert len(_read_all(bootstrap, "orders")) == 63
+        assert len(read_all(bootstrap, "orders")) == 63
 
 
 def test_a_deleted_topic_and_its_files_are_gone_after_a_restart(tmp_path: Path) -> None:
@@ -145,7 +121,7 @@ def test_an_idempotent_producer_after_a_restart_gets_an_id_of_its_own(tmp_path: 
     with Broker(data_dir=str(tmp_path)) as broker:
         # The same id again would carry on the old producer's sequences and be refused.
         _produce(broker.bootstrap_servers, "ids", 5, **settings)
-        assert len(_read_all(broker.bootstrap_servers, "ids")) == 10
+        assert len(read_all(broker.bootstrap_servers, "ids")) == 10
 
 
 def test_a_transaction_a_restart_left_open_is_aborted(tmp_path: Path) -> None:
@@ -162,7 +138,7 @@ def test_a_transaction_a_restart_left_open_is_aborted(tmp_path: Path) -> None:
     with Broker(data_dir=str(tmp_path)) as broker:
         bootstrap = broker.bootstrap_servers
         _produce(bootstrap, "payments", 2)
-        committed = _read_all(bootstrap, "payments", "read_committed")
+        committed = read_all(bootstrap, "payments", "read_committed")
         assert [value for *_, value, _ in committed] == [b"value-0", b"value-1"]
 
 
@@ -175,7 +151,7 @@ def test_deleted_records_stay_deleted_after_a_restart(tmp_path: Path) -> None:
         [future] = admin.delete_records([TopicPartition("trimmed", 0, 6)]).values()
         assert future.result(TIMEOUT).low_watermark == 6
     with Broker(data_dir=str(tmp_path)) as broker:
-        found = _read_all(broker.bootstrap_servers, "trimmed")
+        found = read_all(broker.bootstrap_servers, "trimmed")
         assert [offset for _, offset, *_ in found] == [6, 7, 8, 9]
 
 
@@ -194,30 +170,21 @@ def test_retention_deletes_old_segment_files(tmp_path: Path) -> None:
             time.sleep(0.05)
         # All but the active segment, which keeps where the log ends.
         assert len(list((directory / "0").glob("*.log"))) == 1
-        assert _read_all(bootstrap, "aging") == []
+        assert read_all(bootstrap, "aging") == []
     with Broker(data_dir=str(tmp_path)) as broker:
         _produce(broker.bootstrap_servers, "aging", 1)
-        assert [o for _, o, *_ in _read_all(broker.bootstrap_servers, "aging")] == [6]
+        assert [o for _, o, *_ in read_all(broker.bootstrap_servers, "aging")] == [6]
 
 
-def test_the_interval_policy_syncs_while_the_broker_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
+def test_the_interval_policy_syncs_while_the_broker_runs(tmp_path: Path, fsyncs: list[int]) -> None:
     with Broker(data_dir=str(tmp_path), log_flush="interval", log_flush_interval_ms=20) as broker:
         _create(broker.bootstrap_servers, NewTopic("synced", 1, 1))
-        monkeypatch.setattr("minibroker.storage.segments.os.fsync", counting_fsync)
+        fsyncs.clear()
         _produce(broker.bootstrap_servers, "synced", 3)
         deadline = time.monotonic() + TIMEOUT
-        while not synced and time.monotonic() < deadline:
+        while not fsyncs and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert synced
+        assert fsyncs
 
 
 def test_added_partitions_survive_a_restart(tmp_path: Path) -> None:
@@ -231,27 +198,20 @@ def test_added_partitions_survive_a_restart(tmp_path: Path) -> None:
         producer.produce("growing", b"in the new partition", partition=2)
         assert producer.flush(TIMEOUT) == 0
     with Broker(data_dir=str(tmp_path)) as broker:
-        found = _read_all(broker.bootstrap_servers, "growing")
+        found = read_all(broker.bootstrap_servers, "growing")
         assert [(p, o, v) for p, o, _, v, _ in found] == [(2, 0, b"in the new partition")]
 
 
 @pytest.mark.parametrize(("policy", "synced_before_stop"), [("write", True), ("os", False)])
 def test_the_flush_policy_decides_when_writes_are_synced(
-    tmp_path: Path, policy: str, synced_before_stop: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, policy: str, synced_before_stop: bool, fsyncs: list[int]
 ) -> None:
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
     with Broker(data_dir=str(tmp_path), log_flush=policy) as broker:
         _create(broker.bootstrap_servers, NewTopic("synced", 1, 1))
-        monkeypatch.setattr("minibroker.storage.segments.os.fsync", counting_fsync)
+        fsyncs.clear()
         _produce(broker.bootstrap_servers, "synced", 3, acks="all")
-        assert bool(synced) == synced_before_stop
-    assert synced  # a clean stop syncs whatever the policy
+        assert bool(fsyncs) == synced_before_stop
+    assert fsyncs  # a clean stop syncs whatever the policy
 
 
 def test_a_compacted_log_is_kept_compacted_and_where_it_ends(tmp_path: Path) -> None:
@@ -270,13 +230,13 @@ def test_a_compacted_log_is_kept_compacted_and_where_it_ends(tmp_path: Path) -> 
             assert producer.flush(TIMEOUT) == 0  # a batch each
         broker.clock.advance(2)  # past delete.retention.ms: the tombstone may go
         deadline = time.monotonic() + TIMEOUT
-        while len(_read_all(bootstrap, "latest")) > 2 and time.monotonic() < deadline:
+        while len(read_all(bootstrap, "latest")) > 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        cleaned = [(o, k, v) for _, o, k, v, _ in _read_all(bootstrap, "latest")]
+        cleaned = [(o, k, v) for _, o, k, v, _ in read_all(bootstrap, "latest")]
         # The tombstone is the newest batch, kept whole to mark where the log ends.
         assert cleaned == [(2, b"a", b"2"), (3, b"b", None)]
     with Broker(data_dir=str(tmp_path)) as broker:
         bootstrap = broker.bootstrap_servers
-        assert [(o, k, v) for _, o, k, v, _ in _read_all(bootstrap, "latest")] == cleaned
+        assert [(o, k, v) for _, o, k, v, _ in read_all(bootstrap, "latest")] == cleaned
         _produce(bootstrap, "latest", 1)
-        assert [o for _, o, *_ in _read_all(bootstrap, "latest")] == [2, 3, 4]
+        assert [o for _, o, *_ in read_all(bootstrap, "latest")] == [2, 3, 4]
