@@ -252,9 +252,9 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     except (OSError, OverflowError) as exc:
         print(f"minibroker: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
-    kept = set(broker.topics()) if broker.config.data_dir else set()
+    restored = set(broker.topics()) if broker.config.data_dir else set()
     for name, partitions, configs in args.topic:
-        if name in kept:
+        if name in restored:
             continue  # made by an earlier run and kept in the data directory
         try:
             broker.create_topic(name, partitions or broker.config.num_partitions, configs or None)
@@ -274,6 +274,13 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
                 f"bootstrap.servers={address}",
                 flush=True,
             )
+    if broker.config.data_dir:
+        kept = [name for name in restored if not name.startswith("__")]
+        print(
+            f"minibroker data directory {broker.config.data_dir}: {len(kept)} topics kept, "
+            f"flush policy {broker.config.log_flush}",
+            flush=True,
+        )
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
     await _until_interrupted()
     await broker.stop()
