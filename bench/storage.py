@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.core import consume, produce
@@ -37,13 +38,14 @@ SIDES = ("in memory", "os", "interval", "write")
 
 @dataclass
 class Plan:
-    messages: int = 200_000
+    messages: int = 1_000_000
     partitions: int = 4
     runs: int = 3
+    one_by_one: int = 2_000  # records produced one at a time, each awaited
 
     @classmethod
     def quick(cls) -> Plan:
-        return cls(messages=20_000, runs=1)
+        return cls(messages=20_000, runs=1, one_by_one=200)
 
 
 @contextlib.contextmanager
@@ -73,6 +75,19 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         future.result(30)
 
 
+def produce_one_by_one(bootstrap: str, topic: str, count: int) -> float:
+    """Seconds to produce `count` records, each acknowledged (acks=all) before the next
+    is sent: the latency of one Produce request, fsync included under flush write."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    producer.list_topics(topic, timeout=10)
+    started = time.perf_counter()
+    for _ in range(count):
+        producer.produce(topic, b"v" * 100, partition=0)
+        if producer.flush(10) != 0:
+            raise RuntimeError("a record was not acknowledged")
+    return time.perf_counter() - started
+
+
 def measure(plan: Plan, log: Any) -> dict[str, dict[str, list[float]]]:
     samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     scratch = Path(tempfile.mkdtemp(prefix="minibroker-bench-"))
@@ -85,6 +100,9 @@ def measure(plan: Plan, log: Any) -> dict[str, dict[str, list[float]]]:
                     create_topic(bootstrap, topic, plan.partitions)
                     seconds = produce(bootstrap, topic, plan.messages)
                     samples["produce msg/s"][side].append(plan.messages / seconds)
+                    samples["one at a time msg/s"][side].append(
+                        plan.one_by_one / produce_one_by_one(bootstrap, topic, plan.one_by_one)
+                    )
                     received, seconds = consume(
                         bootstrap, topic, plan.partitions, plan.messages, 120, {}
                     )
@@ -109,7 +127,13 @@ def table(samples: dict[str, dict[str, list[float]]]) -> list[str]:
         "| metric | in memory | data dir, flush os | flush interval | flush write |",
         "|---|---|---|---|---|",
     ]
-    for metric in ("produce msg/s", "consume msg/s", "restart ms", "data MiB"):
+    for metric in (
+        "produce msg/s",
+        "one at a time msg/s",
+        "consume msg/s",
+        "restart ms",
+        "data MiB",
+    ):
         row = samples.get(metric, {})
         anchor = statistics.median(row["in memory"]) if row.get("in memory") else None
         cells = []
@@ -143,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         f"`python -m bench.storage{' --quick' * args.quick}`, {time.strftime('%Y-%m-%d')}, "
         f"{os.cpu_count()} cores; {plan.messages:,} messages of 100 bytes, "
         f"{plan.partitions} partitions, acks=all (confluent-kafka), medians of {plan.runs} "
-        "interleaved runs. Ratios are against the in-memory broker. `restart ms` is from "
-        "launching `python -m minibroker` to it listening, with the run's data to recover.",
+        "interleaved runs. Ratios are against the in-memory broker. `one at a time` is "
+        f"{plan.one_by_one:,} records each acknowledged before the next is sent (one "
+        "Produce request each). `restart ms` is from launching `python -m minibroker` to "
+        "it listening, with the run's data to recover.",
         "",
         *table(samples),
         "",
