@@ -43,6 +43,7 @@ from typing import Any
 
 from minibroker.config import LOG_FLUSH_POLICIES
 from minibroker.protocol.sasl import ScramCredential
+from minibroker.state.clock import BrokerClock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.groups import CommittedOffset
 from minibroker.state.log import PartitionLog
@@ -74,6 +75,7 @@ class DataDir:
         self._journal_unsynced = False
         self._lock_fd: int | None = None
         self._state: ClusterState | None = None
+        self._clock: BrokerClock | None = None
         self.truncated_bytes = 0  # what recovery cut from torn tails at the last start
 
     # --- opening and closing ---
@@ -87,6 +89,7 @@ class DataDir:
         try:
             self._check_layout()
             self._state = state
+            self._clock = state.clock
             self._load_topics(state, set(node_ids))
             self._load_offsets(state)
             self._load_producer_ids(state)
@@ -172,11 +175,14 @@ class DataDir:
         return self.path / "logs" / topic_id.hex / str(index)
 
     def _store_for(self, topic: Topic, index: int, segments: Any = None) -> SegmentStore:
+        assert self._clock is not None
         store = SegmentStore(
             self._partition_dir(topic.topic_id, index),
             lambda: int(topic.config("segment.bytes")),
             self._unsynced.add,
             segments,
+            segment_ms=lambda: int(topic.config("segment.ms")),
+            now_ms=self._clock.wall_ms,
         )
         self._stores.setdefault(topic.topic_id, []).append(store)
         return store

@@ -3,11 +3,12 @@
 Layout: one directory per partition holding `<base offset, 20 digits>.log` files, each a
 run of record batches exactly as a fetch returns them (base offset, length and leader
 epoch set). A batch goes to the newest (active) segment; a new segment starts when the
-active one would grow past the topic's segment.bytes. A read is one `pread` per segment
-it touches, handed to the socket as it is. Only the active segment keeps a file
-descriptor open; a rolled one is fsynced and closed, and opened again for each read.
-Positions are the log's byte positions (state/log.py): a segment knows where its first
-byte sits among them.
+active one would grow past the topic's segment.bytes, or is segment.ms old by the
+broker's clock (counted from its first batch, or from the broker's start for one
+recovered). A read is one `pread` per segment it touches, handed to the socket as it
+is. Only the active segment keeps a file descriptor open; a rolled one is fsynced and
+closed, and opened again for each read. Positions are the log's byte positions
+(state/log.py): a segment knows where its first byte sits among them.
 
 Recovery rules (every start; `recover` applies them, nothing else reads raw files):
 - Segments are read in base-offset order, batch by batch. A batch is good when its
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from array import array
 
 SUFFIX = ".log"
+NEVER = 2**63 - 1
 START_FILE = "log-start-offset"
 _MAGIC_AT = 16
 _MIN_BATCH = records.HEADER_SIZE
@@ -57,6 +59,7 @@ class Segment:
     start: int  # the log's byte position of the segment's first byte
     size: int
     fd: int | None = None
+    created_ms: int = 0  # by the broker's clock: when it began (or the broker started)
 
     def descriptor(self) -> int:
         if self.fd is None:
@@ -175,11 +178,18 @@ class SegmentStore:
         segment_bytes: Callable[[], int],
         on_write: Callable[[SegmentStore], None],
         segments: list[Segment] | None = None,
+        *,
+        segment_ms: Callable[[], int] = lambda: NEVER,
+        now_ms: Callable[[], int] = lambda: 0,
     ) -> None:
         self.directory = directory
         self._segment_bytes = segment_bytes
+        self._segment_ms = segment_ms
+        self._now_ms = now_ms
         self._on_write = on_write  # the data directory learns what awaits a sync
         self._segments: list[Segment] = segments or []
+        for segment in self._segments:
+            segment.created_ms = now_ms()
         self._starts = [segment.start for segment in self._segments]
         self._unsynced: set[int] = set()  # descriptors written since the last sync
 
@@ -189,13 +199,12 @@ class SegmentStore:
 
     def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
         segments = self._segments
-        if not segments or (
-            segments[-1].size and segments[-1].size + len(batch) > self._segment_bytes()
-        ):
+        if not segments or self._full(segments[-1], len(batch)):
             self.directory.mkdir(parents=True, exist_ok=True)
             if segments:
                 self._seal(segments[-1])
-            segments.append(Segment(self.directory / segment_name(base_offset), position, 0))
+            path = self.directory / segment_name(base_offset)
+            segments.append(Segment(path, position, 0, created_ms=self._now_ms()))
             self._starts.append(position)
         active = segments[-1]
         fd = active.descriptor()
@@ -213,6 +222,15 @@ class SegmentStore:
         active.size += len(batch)
         self._unsynced.add(fd)
         self._on_write(self)
+
+    def _full(self, active: Segment, adding: int) -> bool:
+        """Whether a batch of `adding` bytes starts a new segment: the active one would
+        pass segment.bytes, or is segment.ms old (never while empty)."""
+        if not active.size:
+            return False
+        if active.size + adding > self._segment_bytes():
+            return True
+        return self._now_ms() - active.created_ms >= self._segment_ms()
 
     def _seal(self, segment: Segment) -> None:
         """A segment no longer written: synced (as Kafka flushes a rolled segment) and

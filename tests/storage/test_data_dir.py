@@ -240,3 +240,19 @@ def test_a_compacted_log_is_kept_compacted_and_where_it_ends(tmp_path: Path) -> 
         assert [(o, k, v) for _, o, k, v, _ in read_all(bootstrap, "latest")] == cleaned
         _produce(bootstrap, "latest", 1)
         assert [o for _, o, *_ in read_all(bootstrap, "latest")] == [2, 3, 4]
+
+
+def test_a_segment_rolls_when_segment_ms_old(tmp_path: Path) -> None:
+    with Broker(data_dir=str(tmp_path)) as broker:
+        bootstrap = broker.bootstrap_servers
+        _create(bootstrap, NewTopic("hourly", 1, 1, config={"segment.ms": "3600000"}))
+        _produce(bootstrap, "hourly", 1)
+        _produce(bootstrap, "hourly", 1)
+        [directory] = (tmp_path / "logs").iterdir()
+        assert len(list((directory / "0").glob("*.log"))) == 1
+        broker.clock.advance(3600)  # the broker's time: the active segment is an hour old
+        _produce(bootstrap, "hourly", 1)
+        assert sorted(p.name for p in (directory / "0").glob("*.log")) == [
+            "00000000000000000000.log",
+            "00000000000000000002.log",
+        ]
