@@ -310,7 +310,7 @@ class SegmentStore:
         for segment in self._segments[1 : touched + 1]:
             segment.path.unlink(missing_ok=True)
         size = sum(len(batch) for batch in batches) + sum(len(piece) for piece in rest)
-        merged = Segment(first.path, position, size, created_ms=first.created_ms)
+        merged = Segment(first.path, position, size, created_ms=last.created_ms)
         self._segments[: touched + 1] = [merged]
         self._starts = [segment.start for segment in self._segments]
         _sync_directory(self.directory)
