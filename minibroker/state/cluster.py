@@ -37,6 +37,15 @@ class Storage(Protocol):
     def request_done(self) -> None:
         """A request that wrote is about to be answered."""
 
+    @property
+    def log_dir(self) -> str:
+        """Where the partition logs are (DescribeLogDirs reports it)."""
+        ...
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(total, usable) bytes of the volume holding the logs."""
+        ...
+
 
 @dataclass(slots=True)
 class Node:

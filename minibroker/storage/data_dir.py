@@ -145,6 +145,14 @@ class DataDir:
         self._journal_unsynced = False
 
     @property
+    def log_dir(self) -> str:
+        return str(self.path / "logs")
+
+    def disk_usage(self) -> tuple[int, int]:
+        usage = shutil.disk_usage(self.path)
+        return usage.total, usage.free
+
+    @property
     def dirty(self) -> bool:
         return bool(self._unsynced) or self._journal_unsynced
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -516,3 +517,16 @@ def test_each_node_describes_the_cluster_and_its_own_partitions(
         assert log_dirs.results[0].log_dir == f"/minibroker/{node_id}"
         codes = {int(p.partition_index): p.error_code.value for p in producers.topics[0].partitions}
         assert codes == {p: NONE if p in mine else NOT_LEADER_OR_FOLLOWER for p in leaders}
+
+
+def test_log_dirs_name_the_data_directory_and_its_volume(tmp_path: Path) -> None:
+    """With a data directory, its logs directory and volume sizes are reported (v4)."""
+    with Broker(data_dir=str(tmp_path)) as broker:
+        broker.create_topic("kept", 1)
+        with RawClient(broker.bootstrap_servers) as client:
+            produce_batch(client.call, "kept", 0, plain_batch(2, 50))
+            response = describe_log_dirs(client, 4, None)
+    (result,) = response.results
+    assert result.log_dir == str(tmp_path / "logs")
+    assert 0 < result.usable_bytes <= result.total_bytes
+    assert sizes(response) == {"kept": {0: len(plain_batch(2, 50))}}
