@@ -83,7 +83,7 @@ def _clean_if_due(partition: Partition, settings: _Settings, now_ms: int, limit:
         # The first batch whose largest timestamp is within the lag (read off the
         # index, no batch decoded).
         end = min(end, log.retained_from(now_ms - settings.min_lag + 1, None))
-    count = _batches_before(log, end)
+    count = log.batches_before(end)
     if count == 0:
         return False
     first_dirty = partition.cleaned_offset
@@ -103,25 +103,13 @@ def _clean_if_due(partition: Partition, settings: _Settings, now_ms: int, limit:
     return changed
 
 
-def _batches_before(log: PartitionLog, end: int) -> int:
-    """How many batches, from the oldest, end before offset `end`."""
-    low, high = 0, log.batch_count
-    while low < high:
-        middle = (low + high) // 2
-        if log.batch_offsets(middle)[1] < end:
-            low = middle + 1
-        else:
-            high = middle
-    return low
-
-
 def _waited_too_long(log: PartitionLog, first_dirty: int, count: int, cutoff_ms: int) -> bool:
     """Whether a dirty batch's largest timestamp is before `cutoff_ms` (now less
     max.compaction.lag.ms; at its default, Long.MAX, never)."""
     if cutoff_ms <= 0:
         return False
-    for index in range(_batches_before(log, first_dirty), count):
-        timestamp = records.read_header(log.stored_batch(index)).max_timestamp
+    for index in range(log.batches_before(first_dirty), count):
+        timestamp = log.batch_max_timestamp(index)
         if 0 < timestamp < cutoff_ms:
             return True
     return False

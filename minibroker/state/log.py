@@ -285,6 +285,14 @@ class PartitionLog:
         self._max_timestamps = array("q", itertools.accumulate(self._batch_timestamps, max))
         self.size_bytes = self._end_position - self._position_of(0)
 
+    def batches_before(self, offset: int) -> int:
+        """How many batches, from the oldest, end before `offset`."""
+        return self._batch_index(offset)
+
+    def batch_max_timestamp(self, index: int) -> int:
+        """Batch `index`'s own largest timestamp (from the index, nothing read)."""
+        return self._batch_timestamps[index]
+
     def batch_offsets(self, index: int) -> tuple[int, int]:
         """(base offset, last offset) of batch `index`."""
         return self._base_offsets[index], self._last_offsets[index]

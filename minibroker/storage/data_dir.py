@@ -48,7 +48,7 @@ from minibroker.state.cluster import ClusterState
 from minibroker.state.groups import CommittedOffset
 from minibroker.state.log import PartitionLog
 from minibroker.state.topics import Partition, Topic
-from minibroker.storage.segments import SUFFIX, SegmentStore, _replace_file, recover
+from minibroker.storage.segments import SUFFIX, SegmentStore, recover, replace_file
 
 log = logging.getLogger("minibroker.storage")
 
@@ -124,7 +124,7 @@ class DataDir:
     def _check_layout(self) -> None:
         meta = self.path / "meta.json"
         if not meta.exists():
-            _replace_file(meta, json.dumps({"layout": LAYOUT_VERSION}).encode())
+            replace_file(meta, json.dumps({"layout": LAYOUT_VERSION}).encode())
             return
         try:
             version = json.loads(meta.read_text())["layout"]
@@ -220,8 +220,7 @@ class DataDir:
             for index, leader in enumerate(entry["leaders"]):
                 if leader not in node_ids:
                     leader = registry.next_leader()
-                partition = Partition(index=index, leader=leader, log=PartitionLog())
-                self._recover_partition(topic, partition, now_ms)
+                partition = self._recover_partition(topic, index, leader, now_ms)
                 topic.partitions.append(partition)
                 state.producer_ids.seen(
                     max((p.producer_id for p in partition.producers.active()), default=-1)
@@ -234,11 +233,12 @@ class DataDir:
                 self.truncated_bytes,
             )
 
-    def _recover_partition(self, topic: Topic, partition: Partition, now_ms: int) -> None:
-        directory = self._partition_dir(topic.topic_id, partition.index)
-        segments, recovery = recover(directory)
+    def _recover_partition(self, topic: Topic, index: int, leader: int, now_ms: int) -> Partition:
+        """Partition `index` of `topic` as its segment files hold it."""
+        segments, recovery = recover(self._partition_dir(topic.topic_id, index))
         self.truncated_bytes += recovery.truncated_bytes
-        partition_log = PartitionLog(self._store_for(topic, partition.index, segments))
+        partition_log = PartitionLog(self._store_for(topic, index, segments))
+        partition = Partition(index=index, leader=leader, log=partition_log)
         if segments:
             partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
         producers = partition.producers
@@ -264,7 +264,7 @@ class DataDir:
                     now_ms=now_ms,
                 )
                 producers.marker_written(producer.producer_id, producer.epoch, now_ms)
-        partition.log = partition_log
+        return partition
 
     def _topics_changed(self) -> None:
         state = self._state
@@ -280,7 +280,7 @@ class DataDir:
             }
             for topic in state.topics
         ]
-        _replace_file(self.path / "topics.json", json.dumps(saved, indent=1).encode())
+        replace_file(self.path / "topics.json", json.dumps(saved, indent=1).encode())
         present = {topic.topic_id for topic in state.topics}
         for topic_id in [t for t in self._stores if t not in present]:
             for store in self._stores.pop(topic_id):
@@ -310,7 +310,7 @@ class DataDir:
             for group_id, offsets in groups.items()
             for key, stored in offsets.items()
         ]
-        _replace_file(path, "".join(lines).encode())
+        replace_file(path, "".join(lines).encode())
         self._journal_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
 
     def _offsets_changed(
@@ -347,7 +347,7 @@ class DataDir:
             user: {mechanism: _credential_json(c) for mechanism, c in mechanisms.items()}
             for user, mechanisms in altered.items()
         }
-        _replace_file(self.path / SCRAM_FILE, json.dumps(saved, indent=1).encode(), 0o600)
+        replace_file(self.path / SCRAM_FILE, json.dumps(saved, indent=1).encode(), 0o600)
 
     # --- producer ids ---
 
@@ -358,7 +358,7 @@ class DataDir:
 
     def _reserve_producer_ids(self, first_id: int) -> int:
         end = first_id + PRODUCER_ID_BLOCK
-        _replace_file(self.path / "producer-ids", str(end).encode())
+        replace_file(self.path / "producer-ids", str(end).encode())
         return end
 
 

@@ -283,7 +283,7 @@ class SegmentStore:
             gone.path.unlink(missing_ok=True)
 
     def log_start_moved(self, offset: int) -> None:
-        _replace_file(self.directory / START_FILE, str(offset).encode())
+        replace_file(self.directory / START_FILE, str(offset).encode())
 
     def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
         """Rewrite the segments holding the replaced batches as one: the new batches and
@@ -351,7 +351,7 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _replace_file(path: Path, content: bytes, mode: int = 0o644) -> None:
+def replace_file(path: Path, content: bytes, mode: int = 0o644) -> None:
     """Write `content` to `path` in one rename, synced: a crash leaves old or new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(path.name + ".tmp")
