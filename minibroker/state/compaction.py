@@ -83,8 +83,7 @@ def _clean_if_due(partition: Partition, settings: _Settings, now_ms: int, limit:
         # The first batch whose largest timestamp is within the lag (read off the
         # index, no batch decoded).
         end = min(end, log.retained_from(now_ms - settings.min_lag + 1, None))
-    count = log.batches_before(end)
-    if count == 0:
+    if not log.has_batches_before(end):
         return False
     first_dirty = partition.cleaned_offset
     if not log.log_start_offset <= first_dirty <= log.next_offset:
@@ -94,25 +93,21 @@ def _clean_if_due(partition: Partition, settings: _Settings, now_ms: int, limit:
     if dirty == 0 or total == 0:
         return False
     due = dirty / total > settings.dirty_ratio or _waited_too_long(
-        log, first_dirty, count, now_ms - settings.max_lag
+        log, first_dirty, end, now_ms - settings.max_lag
     )
     if not due:
         return False
-    changed = _clean(log, count, now_ms, settings.delete_retention, limit)
+    changed = _clean(log, end, now_ms, settings.delete_retention, limit)
     partition.cleaned_offset = end
     return changed
 
 
-def _waited_too_long(log: PartitionLog, first_dirty: int, count: int, cutoff_ms: int) -> bool:
+def _waited_too_long(log: PartitionLog, first_dirty: int, end: int, cutoff_ms: int) -> bool:
     """Whether a dirty batch's largest timestamp is before `cutoff_ms` (now less
     max.compaction.lag.ms; at its default, Long.MAX, never)."""
     if cutoff_ms <= 0:
         return False
-    for index in range(log.batches_before(first_dirty), count):
-        timestamp = log.batch_max_timestamp(index)
-        if 0 < timestamp < cutoff_ms:
-            return True
-    return False
+    return any(0 < timestamp < cutoff_ms for timestamp in log.batch_timestamps(first_dirty, end))
 
 
 def _decoded(batch: bytes, limit: int) -> list[Record] | None:
@@ -123,8 +118,8 @@ def _decoded(batch: bytes, limit: int) -> list[Record] | None:
         return None
 
 
-def _clean(log: PartitionLog, count: int, now_ms: int, delete_retention: int, limit: int) -> bool:
-    """Rewrite the `count` oldest batches keeping the latest record of each key; whether
+def _clean(log: PartitionLog, end: int, now_ms: int, delete_retention: int, limit: int) -> bool:
+    """Rewrite the batches that end before `end` keeping the latest record of each key; whether
     anything went. Two passes over the batches (the keys' latest offsets, then the
     rewrite), so only the keys and the rewritten batches are held at once."""
     aborted: dict[int, list[tuple[int, int]]] = {}
@@ -136,8 +131,7 @@ def _clean(log: PartitionLog, count: int, now_ms: int, delete_retention: int, li
         return any(first <= header.base_offset < marker for first, marker in spans)
 
     latest: dict[bytes, int] = {}
-    for index in range(count):
-        batch = log.stored_batch(index)
+    for batch in log.stored_batches(end):
         header = records.read_header(batch)
         if header.is_control or (header.is_transactional and is_aborted(header)):
             continue
@@ -147,8 +141,7 @@ def _clean(log: PartitionLog, count: int, now_ms: int, delete_retention: int, li
 
     kept_batches: list[bytes] = []
     changed = False
-    for index in range(count):
-        batch = log.stored_batch(index)
+    for batch in log.stored_batches(end):
         header = records.read_header(batch)
         if header.is_control:
             kept_batches.append(batch)
@@ -169,7 +162,8 @@ def _clean(log: PartitionLog, count: int, now_ms: int, delete_retention: int, li
                 and (record.value is not None or now_ms < record.timestamp + delete_retention)
             )
         ]
-        if len(kept) == len(decoded) or (not kept and index == log.batch_count - 1):
+        newest = header.base_offset + header.last_offset_delta + 1 == log.next_offset
+        if len(kept) == len(decoded) or (not kept and newest):
             # The newest batch of the log is never dropped whole: a data directory
             # finds where the log ends from it after a restart.
             kept_batches.append(batch)
@@ -178,7 +172,7 @@ def _clean(log: PartitionLog, count: int, now_ms: int, delete_retention: int, li
         if kept:
             kept_batches.append(_rewritten(header, kept))
     if changed:
-        log.replace_first(count, kept_batches)
+        log.replace_before(end, kept_batches)
     return changed
 
 

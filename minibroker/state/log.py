@@ -1,20 +1,20 @@
-"""A partition log: record batches kept as the raw bytes the producer sent.
+"""A partition log: its offsets, transactions and index, above where its batches are kept.
 
-Appending never decodes or copies records: a batch is kept as it arrived (often a view
-of the request frame the socket read it into) and its assigned base offset goes into the
-index. A fetch puts each batch's base offset, length and partition leader epoch (the
-header fields before the CRC, which Kafka's broker sets when it stores a batch) in front
-of a view of the rest of its bytes, pieces the server hands to the socket. Two parallel
-arrays index the batches: their base offsets (to find the batch holding an offset) and
-the running maximum of their max timestamps (monotonic, so a timestamp lookup is a
-bisection, like Kafka's time index).
+Two kinds share the rules here and differ in where the batches go:
+- MemoryLog (the default) keeps each batch as the producer sent it (often a view of the
+  request frame the socket read it into) and indexes every batch: parallel arrays of
+  base offsets, last offsets, own and running-maximum max timestamps and byte positions.
+- SegmentedLog (minibroker/storage/segmented_log.py, with a data directory) writes the
+  batches to segment files and keeps a sparse index, so its memory does not grow with
+  the log.
 
-The index arrays live here, above the store that holds the bytes: a MemoryStore (the
-default) keeps each batch as it arrived; a SegmentStore (minibroker/storage/segments.py,
-with a data directory) writes them to segment files. Byte positions count from the
-partition's creation and never move back, so deleting old batches leaves the others'
-positions alone. Compaction (state/compaction.py) can leave gaps between batches: a read
-at an offset in a gap starts at the next batch.
+Appending never decodes or copies records. A fetch puts each batch's base offset, length
+and partition leader epoch (the header fields before the CRC, which Kafka's broker sets
+when it stores a batch) in front of the rest of its bytes. The running maximum of the max
+timestamps is monotonic, so a timestamp lookup is a bisection, like Kafka's time index.
+Byte positions count from the partition's creation and never move back, so deleting old
+batches leaves the others' positions alone. Compaction (state/compaction.py) can leave
+gaps between batches: a read at an offset in a gap starts at the next batch.
 
 Transactions: a transactional batch opens its producer's transaction in the partition (at
 its base offset) unless one is open; a control batch (a commit or abort marker) closes it.
@@ -29,9 +29,8 @@ from __future__ import annotations
 import bisect
 import itertools
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
@@ -56,87 +55,10 @@ class AppendResult:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
 
 
-class BatchStore(Protocol):
-    """Where a partition's batches are kept; PartitionLog indexes them. Batches are
-    numbered from 0, the oldest still kept."""
-
-    def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
-        """Keep `batch` (its header's base offset not yet set) at byte `position`."""
-
-    def pieces(
-        self, first: int, stop: int, base_offsets: array[int], positions: array[int], end: int
-    ) -> list[bytes | memoryview]:
-        """Batches [first, stop) as stored (base offsets and leader epoch set), in pieces
-        a socket can send; `end` is the byte position after the last batch."""
-        ...
-
-    def batch(self, index: int, base_offset: int, position: int, length: int) -> bytes:
-        """Batch `index` as stored."""
-        ...
-
-    def drop_first(self, count: int, position: int) -> None:
-        """Forget the `count` oldest batches; the first kept one starts at `position`."""
-
-    def log_start_moved(self, offset: int) -> None:
-        """The log start offset is now `offset` (kept across restarts where they are)."""
-
-    def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
-        """Put `batches` (complete, base offsets set) in place of the `count` oldest,
-        the first of them at byte `position` (compaction)."""
-
-    def close(self) -> None:
-        """Release what the store holds open (a store is reopened on use)."""
-
-
-class MemoryStore:
-    """Batches in memory, each as the producer sent it (often a view of the request
-    frame): a read puts the base offset, length and leader epoch in front of the rest."""
+class PartitionLog:
+    """What every partition log does; subclasses keep the batches and index them."""
 
     def __init__(self) -> None:
-        self._batches: list[bytes | memoryview] = []
-
-    def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
-        self._batches.append(batch)
-
-    def pieces(
-        self, first: int, stop: int, base_offsets: array[int], positions: array[int], end: int
-    ) -> list[bytes | memoryview]:
-        pieces: list[bytes | memoryview] = []
-        pack_prefix = records.STORED_PREFIX.pack
-        after_prefix = records.STORED_PREFIX.size
-        length_of = records.LOG_OVERHEAD
-        batches = self._batches
-        for index in range(first, stop):
-            batch = batches[index]
-            pieces.append(pack_prefix(base_offsets[index], len(batch) - length_of, LEADER_EPOCH))
-            pieces.append(memoryview(batch)[after_prefix:])
-        return pieces
-
-    def batch(self, index: int, base_offset: int, position: int, length: int) -> bytes:
-        return records.with_base_offset(self._batches[index], base_offset, LEADER_EPOCH)
-
-    def drop_first(self, count: int, position: int) -> None:
-        del self._batches[:count]
-
-    def log_start_moved(self, offset: int) -> None:
-        pass
-
-    def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
-        self._batches[:count] = batches
-
-    def close(self) -> None:
-        pass
-
-
-class PartitionLog:
-    def __init__(self, store: BatchStore | None = None) -> None:
-        self.store: BatchStore = store if store is not None else MemoryStore()
-        self._base_offsets = array("q")
-        self._last_offsets = array("q")  # each batch's last offset: finds a batch by offset
-        self._max_timestamps = array("q")  # running maximum, for bisection
-        self._batch_timestamps = array("q")  # each batch's own max timestamp
-        self._positions = array("q")  # byte position of each batch since the log began
-        self._end_position = 0  # byte position after the last batch
         self.log_start_offset = 0
         self.next_offset = 0  # log end offset; with no followers also the high watermark
         self.size_bytes = 0
@@ -179,17 +101,6 @@ class PartitionLog:
         start = bisect.bisect_left(aborted, first, key=lambda t: t.last_offset)
         return [t for t in aborted[start:] if t.first_offset < upper]
 
-    @property
-    def batch_count(self) -> int:
-        return len(self._base_offsets)
-
-    def _position_of(self, index: int) -> int:
-        """Byte position where batch `index` starts (the batch count: the end)."""
-        return self._positions[index] if index < len(self._positions) else self._end_position
-
-    def _length(self, index: int) -> int:
-        return self._position_of(index + 1) - self._positions[index]
-
     def append(
         self,
         header: BatchHeader,
@@ -206,24 +117,10 @@ class PartitionLog:
             stored = records.with_log_append_time(batch, base_offset, log_append_time_ms)
             max_timestamp = log_append_time_ms
             append_time = log_append_time_ms
-        self.store.append(base_offset, stored, self._end_position)
-        self._index(header, base_offset, max_timestamp, len(stored))
+        self._keep(header, stored, base_offset, max_timestamp)
         if header.is_transactional and not header.is_control:
             self._open_transactions.setdefault(header.producer_id, base_offset)
         return AppendResult(base_offset=base_offset, log_append_time=append_time)
-
-    def _index(
-        self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
-    ) -> None:
-        previous_max = self._max_timestamps[-1] if self._max_timestamps else -1
-        self._base_offsets.append(base_offset)
-        self._last_offsets.append(base_offset + header.last_offset_delta)
-        self._batch_timestamps.append(max_timestamp)
-        self._positions.append(self._end_position)
-        self._max_timestamps.append(max(previous_max, max_timestamp))
-        self.next_offset = base_offset + header.last_offset_delta + 1
-        self._end_position += length
-        self.size_bytes += length
 
     def restore(self, header: BatchHeader, length: int, *, commit: bool | None = None) -> None:
         """Index a batch the store already holds at the end (recovery from segment
@@ -251,29 +148,213 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
-        self.store.log_start_moved(offset)
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
+        self._drop_before(offset)
+        return offset
+
+    def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
+        """Stored batches from the one holding `offset`, up to `max_bytes` in total.
+
+        Like Kafka, the first batch is returned whole even when it alone exceeds
+        `max_bytes` (unless told otherwise), so a consumer can always make progress.
+        """
+        pieces, _ = self.read_pieces(offset, max_bytes, allow_oversized_first=allow_oversized_first)
+        return b"".join(pieces)
+
+    # --- kept and indexed by each kind of log ---
+
+    def _keep(
+        self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
+    ) -> None:
+        """Store `batch` (its header's base offset not yet set) at the end and index it."""
+        raise NotImplementedError
+
+    def _index(
+        self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
+    ) -> None:
+        """Index a batch of `length` bytes stored at the end."""
+        raise NotImplementedError
+
+    def _drop_before(self, offset: int) -> None:
+        """Forget the batches that end before `offset` (the new log start)."""
+        raise NotImplementedError
+
+    def _batch_reaching(self, timestamp_ms: int) -> tuple[bytes, int, int] | None:
+        """(batch as stored, base offset, own max timestamp) of the first batch whose
+        max timestamp is at least `timestamp_ms`, or None."""
+        raise NotImplementedError
+
+    def read_pieces(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        allow_oversized_first: bool = True,
+        end_offset: int | None = None,
+    ) -> tuple[list[bytes | memoryview], int]:
+        """What `read` returns, as pieces (views of the stored batches) and their total
+        size: a Fetch answer copies them once, into its frame. With `end_offset` (the last
+        stable offset of a read_committed fetch), only batches before it."""
+        raise NotImplementedError
+
+    def offset_after_read(self, offset: int, size: int) -> int:
+        """The first offset after a read of `size` bytes from `offset` (read_pieces)."""
+        raise NotImplementedError
+
+    def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
+        """Stored bytes a read at `offset` could return (its batch and all after it, up to
+        the batch holding `end_offset` when given)."""
+        raise NotImplementedError
+
+    def retained_from(self, cutoff_ms: int | None, max_bytes: int | None) -> int:
+        """The offset retention lets the log start at (state/retention.py): from the
+        oldest batch on, a batch goes while its largest timestamp is before `cutoff_ms`
+        or the log without it still holds at least `max_bytes` (None: no such limit)."""
+        raise NotImplementedError
+
+    def has_batches_before(self, offset: int) -> bool:
+        """Whether the oldest batch ends before `offset`."""
+        raise NotImplementedError
+
+    def stored_batches(self, end_offset: int) -> Iterator[bytes]:
+        """The batches that end before `end_offset`, oldest first, as a fetch returns them."""
+        raise NotImplementedError
+
+    def batch_timestamps(self, first_offset: int, end_offset: int) -> Iterator[int]:
+        """Each batch's own max timestamp, from the one holding `first_offset` to the
+        last that ends before `end_offset` (from the index where it has them)."""
+        raise NotImplementedError
+
+    def replace_before(self, end_offset: int, batches: Sequence[bytes]) -> None:
+        """Put `batches` (complete, base offsets set, in offset order, within the offsets
+        they replace) in place of the batches that end before `end_offset`: compaction's
+        rewrite. Offsets, the log start and the end stay; the rewritten batches end where
+        the replaced ones ended."""
+        raise NotImplementedError
+
+    def batches(self) -> list[bytes]:
+        """Every batch as a fetch would return it (tests and tools; not the hot path)."""
+        raise NotImplementedError
+
+    # --- lookups by timestamp, the same for both ---
+
+    def offset_for_timestamp(
+        self, timestamp_ms: int, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`.
+
+        Only one batch is decoded: the first whose running maximum reaches the target
+        (every batch before it ends earlier, and its own maximum is the one that reached
+        it). Decoding streams and stops at the record found, or after
+        MAX_RECORDS_SCANNED records: a batch of millions of tiny records would otherwise
+        hold the broker for seconds. The answer is then the batch's base offset, which
+        is never after the record asked for.
+        """
+        found = self._batch_reaching(timestamp_ms)
+        if found is None:
+            return None
+        batch, base_offset, batch_timestamp = found
+        start = self.log_start_offset  # records before it were deleted (DeleteRecords)
+        try:
+            scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
+            for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
+                if record.timestamp >= timestamp_ms and record.offset >= start:
+                    return record.offset, record.timestamp
+        except records.InvalidBatch:
+            pass  # undecodable codec, malformed or over the limit: batch granularity
+        return max(base_offset, start), batch_timestamp
+
+    def max_timestamp(
+        self, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3).
+
+        Like Kafka 3.7+, the offset is that record's own, not the end of its batch: a
+        batch's records need not be in timestamp order. Only the first batch holding the
+        largest timestamp (where the running maximum first reaches it) is decoded.
+        """
+        largest = self._largest_timestamp()
+        found = None if largest is None else self._batch_reaching(largest)
+        if found is None:
+            return None
+        batch = found[0]
+        header = records.read_header(batch)
+        try:
+            scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
+            for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
+                if record.timestamp == header.max_timestamp:
+                    return record.offset, record.timestamp
+        except records.InvalidBatch:
+            pass  # undecodable codec, malformed or over the limit: batch granularity
+        return header.base_offset + header.last_offset_delta, header.max_timestamp
+
+    def _largest_timestamp(self) -> int | None:
+        """The largest max timestamp of any batch kept, or None when there are none."""
+        raise NotImplementedError
+
+
+class MemoryLog(PartitionLog):
+    """Batches in memory, each as the producer sent it, every one indexed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._batches: list[bytes | memoryview] = []
+        self._base_offsets = array("q")
+        self._last_offsets = array("q")  # each batch's last offset: finds a batch by offset
+        self._max_timestamps = array("q")  # running maximum, for bisection
+        self._batch_timestamps = array("q")  # each batch's own max timestamp
+        self._positions = array("q")  # byte position of each batch since the log began
+        self._end_position = 0  # byte position after the last batch
+
+    @property
+    def batch_count(self) -> int:
+        return len(self._base_offsets)
+
+    def _position_of(self, index: int) -> int:
+        """Byte position where batch `index` starts (the batch count: the end)."""
+        return self._positions[index] if index < len(self._positions) else self._end_position
+
+    def _length(self, index: int) -> int:
+        return self._position_of(index + 1) - self._positions[index]
+
+    def _keep(
+        self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
+    ) -> None:
+        self._batches.append(batch)
+        self._index(header, base_offset, max_timestamp, len(batch))
+
+    def _index(
+        self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
+    ) -> None:
+        previous_max = self._max_timestamps[-1] if self._max_timestamps else -1
+        self._base_offsets.append(base_offset)
+        self._last_offsets.append(base_offset + header.last_offset_delta)
+        self._batch_timestamps.append(max_timestamp)
+        self._positions.append(self._end_position)
+        self._max_timestamps.append(max(previous_max, max_timestamp))
+        self.next_offset = base_offset + header.last_offset_delta + 1
+        self._end_position += length
+        self.size_bytes += length
+
+    def _drop_before(self, offset: int) -> None:
         keep_from = self._batch_index(offset)
         if keep_from == 0:
-            return offset
+            return
         kept_at = self._position_of(keep_from)
-        self.store.drop_first(keep_from, kept_at)
+        del self._batches[:keep_from]
         del self._base_offsets[:keep_from]
         del self._last_offsets[:keep_from]
         del self._batch_timestamps[:keep_from]
         del self._positions[:keep_from]
         self._max_timestamps = array("q", itertools.accumulate(self._batch_timestamps, max))
         self.size_bytes = self._end_position - kept_at
-        return offset
 
     def replace_first(self, count: int, batches: Sequence[bytes]) -> None:
-        """Put `batches` (complete, base offsets set, in offset order, within the offsets
-        of the `count` oldest batches) in their place: compaction's rewrite. Offsets,
-        the log start and the end stay; the rewritten batches end where they ended."""
+        """replace_before, by the number of batches replaced."""
         count = min(count, len(self._base_offsets))
         end = self._position_of(count)
         start = end - sum(len(batch) for batch in batches)
-        self.store.replace_first(count, batches, start)
+        self._batches[:count] = batches
         headers = [records.read_header(batch) for batch in batches]
         lengths = itertools.accumulate((len(batch) for batch in batches), initial=start)
         self._base_offsets[:count] = array("q", (h.base_offset for h in headers))
@@ -285,26 +366,35 @@ class PartitionLog:
         self._max_timestamps = array("q", itertools.accumulate(self._batch_timestamps, max))
         self.size_bytes = self._end_position - self._position_of(0)
 
-    def batches_before(self, offset: int) -> int:
-        """How many batches, from the oldest, end before `offset`."""
-        return self._batch_index(offset)
+    def replace_before(self, end_offset: int, batches: Sequence[bytes]) -> None:
+        self.replace_first(self._batch_index(end_offset), batches)
 
-    def batch_max_timestamp(self, index: int) -> int:
-        """Batch `index`'s own largest timestamp (from the index, nothing read)."""
-        return self._batch_timestamps[index]
+    def has_batches_before(self, offset: int) -> bool:
+        return self._batch_index(offset) > 0
+
+    def stored_batches(self, end_offset: int) -> Iterator[bytes]:
+        for index in range(self._batch_index(end_offset)):
+            yield self.stored_batch(index)
+
+    def batch_timestamps(self, first_offset: int, end_offset: int) -> Iterator[int]:
+        first, stop = self._batch_index(first_offset), self._batch_index(end_offset)
+        return iter(self._batch_timestamps[first:stop])
 
     def batch_offsets(self, index: int) -> tuple[int, int]:
         """(base offset, last offset) of batch `index`."""
         return self._base_offsets[index], self._last_offsets[index]
 
     def stored_batch(self, index: int) -> bytes:
-        """Batch `index` as a fetch returns it."""
-        return self._stored(index)
+        """Batch `index` as a fetch returns it: its base offset and leader epoch in the
+        header (off the hot path)."""
+        return records.with_base_offset(
+            self._batches[index], self._base_offsets[index], LEADER_EPOCH
+        )
+
+    def batches(self) -> list[bytes]:
+        return [self.stored_batch(index) for index in range(len(self._base_offsets))]
 
     def retained_from(self, cutoff_ms: int | None, max_bytes: int | None) -> int:
-        """The offset retention lets the log start at (state/retention.py): from the
-        oldest batch on, a batch goes while its largest timestamp is before `cutoff_ms`
-        or the log without it still holds at least `max_bytes` (None: no such limit)."""
         index, size = 0, self.size_bytes
         count = len(self._base_offsets)
         while index < count:
@@ -318,8 +408,6 @@ class PartitionLog:
         return self._base_offsets[index] if index < count else self.next_offset
 
     def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
-        """Stored bytes a read at `offset` could return (its batch and all after it, up to
-        the batch holding `end_offset` when given)."""
         end = self.next_offset if end_offset is None else end_offset
         index = self._batch_index(offset)
         if offset >= end or index >= len(self._positions):
@@ -337,15 +425,6 @@ class PartitionLog:
         last batch: the batch count)."""
         return bisect.bisect_left(self._last_offsets, offset)
 
-    def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
-        """Stored batches from the one holding `offset`, up to `max_bytes` in total.
-
-        Like Kafka, the first batch is returned whole even when it alone exceeds
-        `max_bytes` (unless told otherwise), so a consumer can always make progress.
-        """
-        pieces, _ = self.read_pieces(offset, max_bytes, allow_oversized_first=allow_oversized_first)
-        return b"".join(pieces)
-
     def read_pieces(
         self,
         offset: int,
@@ -354,9 +433,6 @@ class PartitionLog:
         allow_oversized_first: bool = True,
         end_offset: int | None = None,
     ) -> tuple[list[bytes | memoryview], int]:
-        """What `read` returns, as pieces (views of the stored batches) and their total
-        size: a Fetch answer copies them once, into its frame. With `end_offset` (the last
-        stable offset of a read_committed fetch), only batches before it."""
         end = self.next_offset if end_offset is None else end_offset
         first = self._batch_index(offset)
         count = len(self._positions)
@@ -375,73 +451,29 @@ class PartitionLog:
         if stop == first:
             return [], 0
         total = self._position_of(stop) - start
-        pieces = self.store.pieces(first, stop, self._base_offsets, positions, self._end_position)
+        pieces: list[bytes | memoryview] = []
+        pack_prefix = records.STORED_PREFIX.pack
+        after_prefix = records.STORED_PREFIX.size
+        length_of = records.LOG_OVERHEAD
+        batches, base_offsets = self._batches, self._base_offsets
+        for index in range(first, stop):
+            batch = batches[index]
+            pieces.append(pack_prefix(base_offsets[index], len(batch) - length_of, LEADER_EPOCH))
+            pieces.append(memoryview(batch)[after_prefix:])
         return pieces, total
 
     def offset_after_read(self, offset: int, size: int) -> int:
-        """The first offset after a read of `size` bytes from `offset` (read_pieces)."""
         if not size:
             return offset
         end_position = self._positions[self._batch_index(offset)] + size
         index = bisect.bisect_left(self._positions, end_position)
         return self._base_offsets[index] if index < len(self._positions) else self.next_offset
 
-    def _stored(self, index: int) -> bytes:
-        """Batch `index` as stored: its base offset and leader epoch in the header (off the
-        hot path)."""
-        return self.store.batch(
-            index, self._base_offsets[index], self._positions[index], self._length(index)
-        )
-
-    def offset_for_timestamp(
-        self, timestamp_ms: int, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES
-    ) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`.
-
-        Only one batch is decoded: the first whose running maximum reaches the target
-        (every batch before it ends earlier, and its own maximum is the one that reached
-        it). Decoding streams and stops at the record found, or after
-        MAX_RECORDS_SCANNED records: a batch of millions of tiny records would otherwise
-        hold the broker for seconds. The answer is then the batch's base offset, which
-        is never after the record asked for.
-        """
+    def _batch_reaching(self, timestamp_ms: int) -> tuple[bytes, int, int] | None:
         index = bisect.bisect_left(self._max_timestamps, timestamp_ms)
         if index >= len(self._base_offsets):
             return None
-        batch = self._stored(index)
-        start = self.log_start_offset  # records before it were deleted (DeleteRecords)
-        try:
-            scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
-            for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
-                if record.timestamp >= timestamp_ms and record.offset >= start:
-                    return record.offset, record.timestamp
-        except records.InvalidBatch:
-            pass  # undecodable codec, malformed or over the limit: batch granularity
-        return max(self._base_offsets[index], start), self._batch_timestamps[index]
+        return self.stored_batch(index), self._base_offsets[index], self._batch_timestamps[index]
 
-    def max_timestamp(
-        self, *, max_decompressed_bytes: int = records.MAX_DECOMPRESSED_BYTES
-    ) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3).
-
-        Like Kafka 3.7+, the offset is that record's own, not the end of its batch: a
-        batch's records need not be in timestamp order. Only the first batch holding the
-        largest timestamp (where the running maximum first reaches it) is decoded.
-        """
-        if not self._base_offsets:
-            return None
-        best = bisect.bisect_left(self._max_timestamps, self._max_timestamps[-1])
-        batch = self._stored(best)
-        header = records.read_header(batch)
-        try:
-            scanned = records.iter_records(batch, max_decompressed_bytes=max_decompressed_bytes)
-            for record in itertools.islice(scanned, MAX_RECORDS_SCANNED):
-                if record.timestamp == header.max_timestamp:
-                    return record.offset, record.timestamp
-        except records.InvalidBatch:
-            pass  # undecodable codec, malformed or over the limit: batch granularity
-        return header.base_offset + header.last_offset_delta, header.max_timestamp
-
-    def batches(self) -> list[bytes]:
-        """Every batch as a fetch would return it."""
-        return [self._stored(index) for index in range(len(self._base_offsets))]
+    def _largest_timestamp(self) -> int | None:
+        return self._max_timestamps[-1] if self._max_timestamps else None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import MemoryLog, PartitionLog
 from minibroker.state.producers import PartitionProducers
 
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -95,7 +95,7 @@ class TopicError(Exception):
 class Partition:
     index: int
     leader: int
-    log: PartitionLog = field(default_factory=PartitionLog)
+    log: PartitionLog = field(default_factory=MemoryLog)
     producers: PartitionProducers = field(default_factory=PartitionProducers)
     leader_epoch: int = 0
     # Compaction (state/compaction.py): the offset the last cleaning reached, Kafka's
@@ -436,7 +436,7 @@ class TopicRegistry:
         self._leader_cursor = 0
         self.on_change: list[Callable[[], None]] = []
         # Makes each new partition's log (a data directory puts a segment store behind it).
-        self.new_log: Callable[[Topic, int], PartitionLog] = lambda topic, index: PartitionLog()
+        self.new_log: Callable[[Topic, int], PartitionLog] = lambda topic, index: MemoryLog()
         self.set_defaults(defaults or {})
 
     def set_defaults(

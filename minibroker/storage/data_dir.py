@@ -46,9 +46,9 @@ from minibroker.protocol.sasl import ScramCredential
 from minibroker.state.clock import BrokerClock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.groups import CommittedOffset
-from minibroker.state.log import PartitionLog
 from minibroker.state.topics import Partition, Topic
-from minibroker.storage.segments import SUFFIX, SegmentStore, recover, replace_file
+from minibroker.storage.segmented_log import SegmentedLog
+from minibroker.storage.segments import SUFFIX, RecoveredBatch, SegmentStore, recover, replace_file
 
 log = logging.getLogger("minibroker.storage")
 
@@ -182,21 +182,23 @@ class DataDir:
     def _partition_dir(self, topic_id: uuid.UUID, index: int) -> Path:
         return self.path / "logs" / topic_id.hex / str(index)
 
-    def _store_for(self, topic: Topic, index: int, segments: Any = None) -> SegmentStore:
+    def _store_for(self, topic: Topic, index: int) -> SegmentStore:
         assert self._clock is not None
         store = SegmentStore(
             self._partition_dir(topic.topic_id, index),
             lambda: int(topic.config("segment.bytes")),
             self._unsynced.add,
-            segments,
             segment_ms=lambda: int(topic.config("segment.ms")),
             now_ms=self._clock.wall_ms,
         )
         self._stores.setdefault(topic.topic_id, []).append(store)
         return store
 
-    def _new_log(self, topic: Topic, index: int) -> PartitionLog:
-        return PartitionLog(self._store_for(topic, index))
+    def _new_log(self, topic: Topic, index: int) -> SegmentedLog:
+        return SegmentedLog(
+            self._store_for(topic, index),
+            lambda: int(topic.config("index.interval.bytes")),
+        )
 
     def _load_topics(self, state: ClusterState, node_ids: set[int]) -> None:
         path = self.path / "topics.json"
@@ -235,14 +237,11 @@ class DataDir:
 
     def _recover_partition(self, topic: Topic, index: int, leader: int, now_ms: int) -> Partition:
         """Partition `index` of `topic` as its segment files hold it."""
-        segments, recovery = recover(self._partition_dir(topic.topic_id, index))
-        self.truncated_bytes += recovery.truncated_bytes
-        partition_log = PartitionLog(self._store_for(topic, index, segments))
+        partition_log = self._new_log(topic, index)
         partition = Partition(index=index, leader=leader, log=partition_log)
-        if segments:
-            partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
         producers = partition.producers
-        for found in recovery.batches:
+
+        def restore(found: RecoveredBatch) -> None:
             header = found.header
             partition_log.restore(header, found.length, commit=found.commit)
             if header.is_control:
@@ -251,6 +250,12 @@ class DataDir:
                 )
             elif header.producer_id >= 0:
                 producers.record(header, header.base_offset)
+
+        segments, recovery = recover(self._partition_dir(topic.topic_id, index), restore)
+        partition_log.store.adopt(segments)
+        self.truncated_bytes += recovery.truncated_bytes
+        if segments:
+            partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
         if recovery.log_start_offset > partition_log.log_start_offset:
             partition_log.delete_before(recovery.log_start_offset)
         # The coordinator that would end them is gone: abort what a restart left open.

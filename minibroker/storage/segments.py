@@ -31,16 +31,12 @@ import mmap
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from minibroker.state.log import LEADER_EPOCH
-
-if TYPE_CHECKING:
-    from array import array
 
 SUFFIX = ".log"
 NEVER = 2**63 - 1
@@ -81,9 +77,10 @@ class RecoveredBatch:
 
 @dataclass(slots=True)
 class Recovery:
-    """What a scan found: the good batches in order, and what it cut away."""
+    """What a scan found (its good batches went to the caller one by one, in order), and
+    what it cut away."""
 
-    batches: list[RecoveredBatch] = field(default_factory=list)
+    batch_count: int = 0
     truncated_bytes: int = 0
     deleted_segments: int = 0
     log_start_offset: int = 0
@@ -117,9 +114,11 @@ def _good_batches(view: memoryview, next_offset: int) -> Iterator[tuple[int, Bat
         position = end
 
 
-def recover(directory: Path) -> tuple[list[Segment], Recovery]:
-    """Scan a partition's segment files (the rules above), repairing them; the segments
-    left and what they hold."""
+def recover(
+    directory: Path, on_batch: Callable[[RecoveredBatch], None] = lambda found: None
+) -> tuple[list[Segment], Recovery]:
+    """Scan a partition's segment files (the rules above), repairing them, handing each
+    good batch to `on_batch` in order; the segments left and what was cut."""
     recovery = Recovery()
     segments: list[Segment] = []
     paths = sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []
@@ -146,7 +145,8 @@ def recover(directory: Path) -> tuple[list[Segment], Recovery]:
                 for at, header in _good_batches(view, next_offset):
                     length = records.LOG_OVERHEAD + header.batch_length
                     commit = _marker_commit(view[at : at + length]) if header.is_control else None
-                    recovery.batches.append(RecoveredBatch(header, length, commit))
+                    on_batch(RecoveredBatch(header, length, commit))
+                    recovery.batch_count += 1
                     next_offset = header.base_offset + header.last_offset_delta + 1
                     good_end = at + length
                 view.release()
@@ -170,7 +170,7 @@ def recover(directory: Path) -> tuple[list[Segment], Recovery]:
 
 
 class SegmentStore:
-    """The store (state/log.py's BatchStore) of one partition with a data directory."""
+    """The segment files of one partition with a data directory (SegmentedLog's store)."""
 
     def __init__(
         self,
@@ -187,11 +187,17 @@ class SegmentStore:
         self._segment_ms = segment_ms
         self._now_ms = now_ms
         self._on_write = on_write  # the data directory learns what awaits a sync
-        self._segments: list[Segment] = segments or []
-        for segment in self._segments:
-            segment.created_ms = now_ms()
-        self._starts = [segment.start for segment in self._segments]
+        self._segments: list[Segment] = []
+        self._starts: list[int] = []
         self._unsynced: set[int] = set()  # descriptors written since the last sync
+        self.adopt(segments or [])
+
+    def adopt(self, segments: list[Segment]) -> None:
+        """Take over the segments recovery found (before anything is written)."""
+        for segment in segments:
+            segment.created_ms = self._now_ms()
+        self._segments = segments
+        self._starts = [segment.start for segment in segments]
 
     @property
     def segment_count(self) -> int:
@@ -240,8 +246,10 @@ class SegmentStore:
             self._unsynced.discard(segment.fd)
             segment.close()
 
-    def _read(self, start: int, end: int) -> list[bytes | memoryview]:
-        pieces: list[bytes | memoryview] = []
+    def _read(self, start: int, end: int) -> list[bytes]:
+        pieces: list[bytes] = []
+        if start >= end:
+            return pieces
         index = bisect.bisect_right(self._starts, start) - 1
         while start < end and index < len(self._segments):
             segment = self._segments[index]
@@ -263,15 +271,15 @@ class SegmentStore:
             index += 1
         return pieces
 
-    def pieces(
-        self, first: int, stop: int, base_offsets: array[int], positions: array[int], end: int
-    ) -> list[bytes | memoryview]:
-        return self._read(positions[first], positions[stop] if stop < len(positions) else end)
+    def read_pieces(self, start: int, end: int) -> list[bytes | memoryview]:
+        """The bytes at the log's positions [start, end), one piece per segment."""
+        return list(self._read(start, end))
 
-    def batch(self, index: int, base_offset: int, position: int, length: int) -> bytes:
-        return b"".join(self._read(position, position + length))
+    def read(self, start: int, end: int) -> bytes:
+        pieces = self._read(start, end)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
-    def drop_first(self, count: int, position: int) -> None:
+    def drop_first(self, position: int) -> None:
         """Delete the segments wholly before `position` (never the active one)."""
         while len(self._segments) > 1 and self._segments[0].start + self._segments[0].size <= (
             position
@@ -285,12 +293,12 @@ class SegmentStore:
     def log_start_moved(self, offset: int) -> None:
         replace_file(self.directory / START_FILE, str(offset).encode())
 
-    def replace_first(self, count: int, batches: Sequence[bytes], position: int) -> None:
+    def replace_first(self, batches: Sequence[bytes], position: int) -> None:
         """Rewrite the segments holding the replaced batches as one: the new batches and
         what follows them in the last segment touched. The new file takes the first
         segment's name in one rename; the others are deleted after (see the rules)."""
         old_end = position + sum(len(batch) for batch in batches)  # the replaced range's end
-        if not self._segments or not count:
+        if not self._segments:
             return
         touched = bisect.bisect_right(self._starts, max(old_end - 1, self._starts[0])) - 1
         last = self._segments[touched]

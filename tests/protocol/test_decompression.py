@@ -44,7 +44,7 @@ from minibroker.protocol.records import (
     read_header,
 )
 from minibroker.state.cluster import ClusterState, Node
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import MemoryLog
 from tests.rawclient import encode, make, make_request
 from tests.record_bytes import zigzag_varint
 
@@ -355,7 +355,7 @@ def test_no_codec_library_is_a_clean_invalid_batch(
     batch = normal(codec, [(b"k", b"v")])
     with pytest.raises(CodecUnavailable, match="cannot decode"):
         list(iter_records(batch))
-    log = PartitionLog()
+    log = MemoryLog()
     log.append(read_header(batch), batch)
     assert log.offset_for_timestamp(500) == (0, 1000)  # batch granularity
 

@@ -11,7 +11,7 @@ import zstandard
 from minibroker.protocol import records
 from minibroker.protocol.records import build_batch, iter_records, read_header
 from minibroker.state import compaction
-from minibroker.state.log import LEADER_EPOCH, PartitionLog
+from minibroker.state.log import LEADER_EPOCH, MemoryLog
 from minibroker.state.topics import Partition, TopicRegistry
 
 NOW = 1_700_000_000_000
@@ -32,12 +32,12 @@ def _partition(topics: TopicRegistry) -> Partition:
     return topics.get("t").partitions[0]  # type: ignore[union-attr]
 
 
-def _append(log: PartitionLog, items: list[Item], timestamp: int = NOW, **fields: int) -> int:
+def _append(log: MemoryLog, items: list[Item], timestamp: int = NOW, **fields: int) -> int:
     """Append one uncompressed batch of `items`; its base offset."""
     return _append_raw(log, build_batch(items, timestamp_ms=timestamp, **fields))
 
 
-def _append_raw(log: PartitionLog, batch: bytes) -> int:
+def _append_raw(log: MemoryLog, batch: bytes) -> int:
     return log.append(read_header(batch), batch).base_offset
 
 
@@ -54,7 +54,7 @@ def _compressed(codec: int, plain: bytes) -> bytes:
     return bytes(batch)
 
 
-def _records(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+def _records(log: MemoryLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return [(r.offset, r.key, r.value) for b in log.batches() for r in iter_records(b)]
 
 

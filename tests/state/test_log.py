@@ -1,4 +1,4 @@
-"""PartitionLog: offsets, reads under a byte budget, timestamp lookups, LogAppendTime."""
+"""MemoryLog: offsets, reads under a byte budget, timestamp lookups, LogAppendTime."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from hypothesis import strategies as st
 
 from minibroker.protocol import records
 from minibroker.protocol.records import build_batch, iter_records, read_header, split_batches
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import MemoryLog
 from tests.record_bytes import zigzag_varint
 
 
-def _append(log: PartitionLog, count: int, timestamp: int = 1000, value: bytes = b"v") -> int:
+def _append(log: MemoryLog, count: int, timestamp: int = 1000, value: bytes = b"v") -> int:
     batch = build_batch([(None, value)] * count, timestamp_ms=timestamp)
     return log.append(read_header(batch), batch).base_offset
 
 
 def test_empty_log() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     assert log.next_offset == log.high_watermark == log.log_start_offset == 0
     assert log.read(0, 1 << 20) == b""
     assert log.offset_for_timestamp(0) is None
@@ -30,7 +30,7 @@ def test_empty_log() -> None:
 
 
 def test_append_assigns_consecutive_offsets() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     assert _append(log, 3) == 0
     assert _append(log, 1) == 3
     assert _append(log, 5) == 4
@@ -44,14 +44,14 @@ def test_append_assigns_consecutive_offsets() -> None:
 
 
 def test_append_ignores_the_producers_base_offset() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     batch = build_batch([(b"k", b"v")], base_offset=777)
     assert log.append(read_header(batch), batch).base_offset == 0
     assert read_header(log.batches()[0]).base_offset == 0
 
 
 def test_read_from_the_middle_of_a_batch_returns_the_whole_batch() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 5)
     _append(log, 5)
     data = log.read(7, 1 << 20)
@@ -62,7 +62,7 @@ def test_read_from_the_middle_of_a_batch_returns_the_whole_batch() -> None:
 
 
 def test_read_respects_max_bytes() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     for _ in range(4):
         _append(log, 1, value=b"x" * 100)
     size = len(log.batches()[0])
@@ -73,7 +73,7 @@ def test_read_respects_max_bytes() -> None:
 
 
 def test_oversized_first_batch_is_returned_whole() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 1, value=b"x" * 5000)
     _append(log, 1, value=b"y")
     data = log.read(0, 100)
@@ -86,7 +86,7 @@ def test_oversized_first_batch_is_returned_whole() -> None:
 @given(sizes=st.lists(st.integers(1, 300), min_size=1, max_size=15), budget=st.integers(1, 3000))
 @settings(max_examples=100, deadline=None)
 def test_read_budget_property(sizes: list[int], budget: int) -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     for size in sizes:
         _append(log, 1, value=b"z" * size)
     lengths = [len(b) for b in log.batches()]
@@ -99,7 +99,7 @@ def test_read_budget_property(sizes: list[int], budget: int) -> None:
 
 
 def test_offset_for_timestamp_with_non_monotonic_timestamps() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 2, timestamp=100)  # offsets 0-1
     _append(log, 2, timestamp=500)  # offsets 2-3
     _append(log, 2, timestamp=300)  # offsets 4-5: older than the batch before
@@ -115,7 +115,7 @@ def test_offset_for_timestamp_with_non_monotonic_timestamps() -> None:
 
 
 def test_a_first_batch_stamped_zero_does_not_hide_the_next() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 1, timestamp=0)
     _append(log, 1, timestamp=1)
     assert log.offset_for_timestamp(1) == (1, 1)
@@ -123,7 +123,7 @@ def test_a_first_batch_stamped_zero_does_not_hide_the_next() -> None:
 
 
 def test_timestamp_lookups_after_delete_records() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     for timestamp in (5, 10, 20, 30):
         _append(log, 1, timestamp=timestamp)
     assert log.delete_before(1) == 1
@@ -134,7 +134,7 @@ def test_timestamp_lookups_after_delete_records() -> None:
 
 def test_batches_without_timestamps_are_stored_and_cut() -> None:
     """NO_TIMESTAMP (-1) records, which Produce takes unless a topic bounds timestamps."""
-    log = PartitionLog()
+    log = MemoryLog()
     for _ in range(3):
         _append(log, 1, timestamp=-1)
     assert log.delete_before(1) == 1
@@ -148,7 +148,7 @@ def test_batches_without_timestamps_are_stored_and_cut() -> None:
 )
 @settings(max_examples=150, deadline=None)
 def test_offset_for_timestamp_matches_a_linear_scan(timestamps: list[int], target: int) -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     for timestamp in timestamps:
         _append(log, 1, timestamp=timestamp)
     expected = next(((offset, ts) for offset, ts in enumerate(timestamps) if ts >= target), None)
@@ -178,7 +178,7 @@ def _batch_with_timestamp_deltas(base_timestamp: int, deltas: list[int]) -> byte
 
 
 def test_offset_for_timestamp_inside_a_batch() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     [(header, raw)] = split_batches(_batch_with_timestamp_deltas(100, [0, 10, 20]))
     log.append(header, raw)
     assert log.offset_for_timestamp(105) == (1, 110)
@@ -187,7 +187,7 @@ def test_offset_for_timestamp_inside_a_batch() -> None:
 
 
 def test_offset_for_timestamp_inside_a_batch_with_unordered_records() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     [(header, raw)] = split_batches(_batch_with_timestamp_deltas(100, [30, 0, 50, 10]))
     log.append(header, raw)
     assert log.offset_for_timestamp(5) == (0, 130)
@@ -196,7 +196,7 @@ def test_offset_for_timestamp_inside_a_batch_with_unordered_records() -> None:
 
 
 def test_log_append_time_rewrite_keeps_a_valid_crc() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 1)
     batch = build_batch([(b"k", b"v"), (b"k2", b"v2")], timestamp_ms=5)
     result = log.append(read_header(batch), batch, log_append_time_ms=1_234_567)
@@ -211,13 +211,13 @@ def test_log_append_time_rewrite_keeps_a_valid_crc() -> None:
 
 
 def test_create_time_append_reports_no_append_time() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     batch = build_batch([(b"k", b"v")], timestamp_ms=5)
     assert log.append(read_header(batch), batch).log_append_time == -1
 
 
 def test_timestamp_lookups_decode_only_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     for timestamp in (100, 900, 300, 900, 200):
         _append(log, 2, timestamp=timestamp)
     decoded: list[int] = []
@@ -255,7 +255,7 @@ def _bomb(max_timestamp: int) -> bytes:
 
 
 def test_timestamp_lookups_over_a_bomb_answer_at_batch_granularity() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 2, timestamp=100)
     bomb = _bomb(max_timestamp=5000)
     log.append(read_header(bomb), bomb)
@@ -277,7 +277,7 @@ def test_a_timestamp_lookup_decodes_a_bounded_number_of_records(
     batch = bytearray(build_batch([(None, b"")] * count, timestamp_ms=1000))
     struct.pack_into(">q", batch, 35, 5000)  # the header claims a later record exists
     struct.pack_into(">I", batch, 17, records.crc32c(bytes(batch[records.CRC_START :])))
-    log = PartitionLog()
+    log = MemoryLog()
     log.append(read_header(bytes(batch)), bytes(batch))
     decoded = 0
     real_iter_records = records.iter_records
@@ -306,7 +306,7 @@ def test_a_record_past_the_scan_limit_is_answered_at_batch_granularity(
     from minibroker.state import log as log_module
 
     monkeypatch.setattr(log_module, "MAX_RECORDS_SCANNED", 3)
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 2, timestamp=50)
     [(header, raw)] = split_batches(_batch_with_timestamp_deltas(100, [0, 5, 0, 0, 10]))
     log.append(header, raw)
@@ -316,7 +316,7 @@ def test_a_record_past_the_scan_limit_is_answered_at_batch_granularity(
 
 def test_bytes_from_counts_the_batch_holding_the_offset_and_all_after_it() -> None:
     """What a Fetch at `offset` could return, for deciding whether min_bytes is met."""
-    log = PartitionLog()
+    log = MemoryLog()
     assert log.bytes_from(0) == 0
     _append(log, 3)
     _append(log, 2, value=b"x" * 50)
@@ -331,7 +331,7 @@ def test_bytes_from_counts_the_batch_holding_the_offset_and_all_after_it() -> No
 
 
 def test_delete_before_drops_the_batches_that_end_before_the_new_start() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     _append(log, 3, timestamp=5000)  # offsets 0-2, the latest timestamp of all
     _append(log, 2, timestamp=1000)  # 3-4
     _append(log, 2, timestamp=2000)  # 5-6
@@ -353,7 +353,7 @@ def test_delete_before_drops_the_batches_that_end_before_the_new_start() -> None
 
 
 def test_a_rewritten_prefix_keeps_offsets_and_reads_skip_its_gaps() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     for _ in range(4):
         _append(log, 3)  # offsets 0-2, 3-5, 6-8, 9-11
     kept = [log.stored_batch(1), log.stored_batch(2)]  # the first batch goes: a gap at 0-2

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minibroker.protocol.records import build_batch, read_header
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import MemoryLog
 from minibroker.state.producers import (
     CACHED_BATCHES,
     INVALID_PRODUCER_EPOCH,
@@ -24,7 +24,7 @@ class Partition:
     """A log and its producer state, appended the way the Produce handler does."""
 
     def __init__(self) -> None:
-        self.log = PartitionLog()
+        self.log = MemoryLog()
         self.producers = PartitionProducers()
 
     def send(self, sequence: int, count: int = 1, epoch: int = 0, pid: int = PID) -> int:

@@ -6,14 +6,14 @@ import pytest
 
 from minibroker.protocol.records import build_batch, read_header
 from minibroker.state import retention
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import MemoryLog
 from minibroker.state.topics import TopicRegistry
 
 NOW = 1_700_000_000_000
 MINUTE = 60_000
 
 
-def _append(log: PartitionLog, timestamp: int, records: int = 2, value: bytes = b"v") -> int:
+def _append(log: MemoryLog, timestamp: int, records: int = 2, value: bytes = b"v") -> int:
     batch = build_batch([(None, value)] * records, timestamp_ms=timestamp)
     log.append(read_header(batch), batch)
     return len(batch)
@@ -39,7 +39,7 @@ def test_batches_older_than_retention_ms_go_oldest_first() -> None:
 
 
 def test_retention_bytes_keeps_at_least_that_much() -> None:
-    size = _append(PartitionLog(), NOW, value=b"x" * 100)
+    size = _append(MemoryLog(), NOW, value=b"x" * 100)
     topics = _topics(**{"retention.bytes": str(2 * size + 1), "retention.ms": "-1"})
     target = topics.get("t").partitions[0].log  # type: ignore[union-attr]
     for _ in range(5):

@@ -11,7 +11,7 @@ from minibroker.protocol.records import build_batch, read_header
 from minibroker.state import transaction_rules as rules
 from minibroker.state.clock import FakeClock
 from minibroker.state.cluster import ClusterState
-from minibroker.state.log import AbortedTransaction, PartitionLog
+from minibroker.state.log import AbortedTransaction, MemoryLog
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.transaction_rules import TxnState
 from minibroker.state.transactions import TransactionCoordinator
@@ -214,12 +214,12 @@ def txn_batch(producer_id: int, count: int = 1, base_sequence: int = 0) -> bytes
     )
 
 
-def append(log: PartitionLog, batch: bytes) -> int:
+def append(log: MemoryLog, batch: bytes) -> int:
     return log.append(read_header(batch), batch).base_offset
 
 
 def test_the_last_stable_offset_is_the_oldest_open_transactions_first_offset() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     append(log, build_batch([(None, b"plain")]))
     assert log.last_stable_offset == 1
     append(log, txn_batch(7, count=2))  # offsets 1-2
@@ -235,7 +235,7 @@ def test_the_last_stable_offset_is_the_oldest_open_transactions_first_offset() -
 
 
 def test_markers_are_control_batches_as_kafka_writes_them() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     append(log, txn_batch(7))
     log.append_marker(7, 3, commit=False, coordinator_epoch=0, now_ms=1234)
     marker = log.batches()[1]
@@ -250,7 +250,7 @@ def test_markers_are_control_batches_as_kafka_writes_them() -> None:
 
 
 def test_read_committed_reads_stop_before_the_last_stable_offset() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     append(log, build_batch([(None, b"a")]))
     open_batch = txn_batch(7)
     append(log, open_batch)
@@ -266,7 +266,7 @@ def test_read_committed_reads_stop_before_the_last_stable_offset() -> None:
 
 
 def test_aborted_transactions_a_read_touches() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     append(log, txn_batch(7))  # 0
     log.append_marker(7, 0, commit=False, coordinator_epoch=0, now_ms=0)  # 1
     append(log, txn_batch(8))  # 2
@@ -314,7 +314,7 @@ def test_timers_of_many_ids_fire_in_order_and_skip_what_moved_on() -> None:
 
 
 def test_deleting_records_below_an_open_transaction_moves_its_stable_offset_up() -> None:
-    log = PartitionLog()
+    log = MemoryLog()
     append(log, txn_batch(7, count=3))  # 0-2, open
     append(log, build_batch([(None, b"x")]))  # 3
     assert log.last_stable_offset == 0

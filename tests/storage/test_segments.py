@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from minibroker.protocol.records import build_batch, iter_records, read_header, split_batches
-from minibroker.state.log import PartitionLog
-from minibroker.storage.segments import START_FILE, SegmentStore, recover
+from minibroker.storage.segmented_log import SegmentedLog
+from minibroker.storage.segments import START_FILE, RecoveredBatch, SegmentStore, recover
 
 
 def _store(directory: Path, segment_bytes: int = 1 << 30) -> SegmentStore:
     return SegmentStore(directory, lambda: segment_bytes, lambda store: None)
 
 
-def _write(directory: Path, batches: int, segment_bytes: int = 1 << 30) -> PartitionLog:
-    log = PartitionLog(_store(directory, segment_bytes))
+def _write(directory: Path, batches: int, segment_bytes: int = 1 << 30) -> SegmentedLog:
+    log = SegmentedLog(_store(directory, segment_bytes))
     for number in range(batches):
         batch = build_batch([(b"k%d" % number, b"v" * (number + 1))] * 2, timestamp_ms=number)
         log.append(read_header(batch), batch)
@@ -25,11 +25,13 @@ def _write(directory: Path, batches: int, segment_bytes: int = 1 << 30) -> Parti
     return log
 
 
-def _reopened(directory: Path, segment_bytes: int = 1 << 30) -> PartitionLog:
-    segments, recovery = recover(directory)
-    log = PartitionLog(SegmentStore(directory, lambda: segment_bytes, lambda s: None, segments))
-    for found in recovery.batches:
-        log.restore(found.header, found.length, commit=found.commit)
+def _reopened(directory: Path, segment_bytes: int = 1 << 30) -> SegmentedLog:
+    store = _store(directory, segment_bytes)
+    log = SegmentedLog(store)
+    segments, recovery = recover(
+        directory, lambda found: log.restore(found.header, found.length, commit=found.commit)
+    )
+    store.adopt(segments)
     if recovery.log_start_offset > log.log_start_offset:
         log.delete_before(recovery.log_start_offset)
     return log
@@ -68,7 +70,7 @@ def test_every_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
         (directory / segment.name).write_bytes(data[:cut])
         _segments, recovery = recover(directory)
         whole = max(end for end in ends if end <= cut)
-        assert len(recovery.batches) == ends.index(whole), cut
+        assert recovery.batch_count == ends.index(whole), cut
         assert (directory / segment.name).stat().st_size == whole, cut
         assert recovery.truncated_bytes == cut - whole
 
@@ -79,11 +81,12 @@ def test_a_corrupt_batch_ends_the_log_and_later_segments_go(tmp_path: Path) -> N
     data = bytearray(second.read_bytes())
     data[-3] ^= 0xFF  # inside the last batch of the second segment, under its CRC
     second.write_bytes(bytes(data))
-    _segments, recovery = recover(tmp_path)
+    found: list[RecoveredBatch] = []
+    _segments, recovery = recover(tmp_path, found.append)
     assert [p.name for p in sorted(tmp_path.glob("*.log"))] == [first.name, second.name]
     assert recovery.deleted_segments == len(later)
     log = _reopened(tmp_path, segment_bytes=200)
-    assert log.next_offset == recovery.batches[-1].header.base_offset + 2
+    assert log.next_offset == found[-1].header.base_offset + 2
     # A broker appends after what recovery kept, where the bad batch was.
     batch = build_batch([(None, b"after")])
     assert log.append(read_header(batch), batch).base_offset == log.next_offset - 1
@@ -97,7 +100,7 @@ def test_a_length_field_pointing_past_the_file_is_a_torn_tail(tmp_path: Path) ->
     data[first_length + 8 : first_length + 12] = (10**9).to_bytes(4, "big")
     segment.write_bytes(bytes(data))
     _, recovery = recover(tmp_path)
-    assert len(recovery.batches) == 1
+    assert recovery.batch_count == 1
 
 
 def test_the_log_start_offset_survives(tmp_path: Path) -> None:
@@ -120,8 +123,8 @@ def test_deleting_old_batches_deletes_whole_segments_only(tmp_path: Path) -> Non
 
 def test_a_rewritten_prefix_is_read_back_and_survives_a_restart(tmp_path: Path) -> None:
     log = _write(tmp_path, 6, segment_bytes=200)
-    kept = [log.stored_batch(2), log.stored_batch(4)]
-    log.replace_first(5, kept)
+    kept = [log.batches()[2], log.batches()[4]]
+    log.replace_before(10, kept)  # the five oldest batches
     assert [h.base_offset for h, _ in split_batches(log.read(0, 1 << 20))] == [4, 8, 10]
     reopened = _reopened(tmp_path, segment_bytes=200)
     assert reopened.batches() == log.batches()
@@ -133,10 +136,11 @@ def test_a_compaction_swap_cut_short_leaves_no_duplicates(tmp_path: Path) -> Non
     files = sorted(tmp_path.glob("*.log"))
     leftover = files[1].read_bytes()
     log = _reopened(tmp_path, segment_bytes=200)
-    log.replace_first(4, [log.stored_batch(index) for index in range(4)])
+    log.replace_before(8, log.batches()[:4])
     files[1].write_bytes(leftover)  # as if the process died before deleting it
-    _, recovery = recover(tmp_path)
-    offsets = [found.header.base_offset for found in recovery.batches]
+    found: list[RecoveredBatch] = []
+    recover(tmp_path, found.append)
+    offsets = [batch.header.base_offset for batch in found]
     assert offsets == [0, 2, 4, 6, 8, 10]
     assert not files[1].exists()
 
@@ -170,7 +174,7 @@ def test_a_failed_write_leaves_no_half_batch(tmp_path: Path, segment_bytes: int)
 
 def test_a_partition_holds_one_open_file_however_many_segments(tmp_path: Path) -> None:
     before = len(os.listdir("/proc/self/fd"))
-    log = PartitionLog(_store(tmp_path, segment_bytes=100))
+    log = SegmentedLog(_store(tmp_path, segment_bytes=100))
     for _ in range(20):
         batch = build_batch([(b"k", b"v" * 40)])
         log.append(read_header(batch), batch)

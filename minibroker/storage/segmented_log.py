@@ -1,0 +1,338 @@
+"""A partition log whose batches live in segment files, with a sparse index in memory.
+
+Its memory does not grow with the log: it keeps one index entry per index.interval.bytes
+of batches (Kafka's offset and time index), not one per batch, and never the batches.
+
+Index rules:
+- An entry is (base offset, byte position, max timestamp) of a stretch of consecutive
+  batches: the first batch of the log starts one, and so does every batch that starts
+  index.interval.bytes or more after the current stretch's first byte. The stretch's
+  max timestamp is the largest of its batches'; the running maximum over the stretches
+  is monotonic, so a timestamp lookup bisects it.
+- The first entry is always at the oldest batch kept: deleting batches (retention,
+  DeleteRecords) replaces the entries below the new first batch with one at it.
+- A lookup bisects the entries, then reads the batch headers of one stretch from the
+  segment files: at most index.interval.bytes plus one batch.
+- A read remembers the offset and position it ended at (a bounded number of them), so a
+  consumer reading the log in order finds its next batch without reading headers.
+- Compaction's rewrite replaces the entries of the rewritten stretch with ones built from
+  the new batches; an entry is added where the rewrite ends, so the stretches after it
+  keep their positions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import struct
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
+
+from minibroker.protocol import records
+from minibroker.protocol.records import BatchHeader
+from minibroker.state.log import PartitionLog
+from minibroker.storage.segments import SegmentStore
+
+DEFAULT_INDEX_INTERVAL = 4096
+# base offset, batch length, last offset delta, max timestamp: the header fields a walk needs
+_WALKED = struct.Struct(">qi11xi8xq")
+_WINDOW = 16384  # bytes read at once while walking batch headers
+_REMEMBERED_READS = 64
+
+
+class _Batch(NamedTuple):
+    position: int
+    length: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class SegmentedLog(PartitionLog):
+    def __init__(
+        self,
+        store: SegmentStore,
+        index_interval: Callable[[], int] = lambda: DEFAULT_INDEX_INTERVAL,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self._index_interval = index_interval
+        self._entry_offsets = array("q")
+        self._entry_positions = array("q")
+        self._entry_max = array("q")  # each stretch's own max timestamp
+        self._running_max = array("q")  # running maximum over the stretches
+        self._end_position = 0
+        self._read_ends: dict[int, int] = {}  # offset -> position where a read ended
+
+    @property
+    def index_entries(self) -> int:
+        return len(self._entry_offsets)
+
+    @property
+    def _first_position(self) -> int:
+        return self._entry_positions[0] if self._entry_positions else self._end_position
+
+    # --- appending ---
+
+    def _keep(
+        self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
+    ) -> None:
+        self.store.append(base_offset, batch, self._end_position)
+        self._index(header, base_offset, max_timestamp, len(batch))
+
+    def _index(
+        self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
+    ) -> None:
+        position = self._end_position
+        positions = self._entry_positions
+        if not positions or position - positions[-1] >= self._index_interval():
+            previous = self._running_max[-1] if self._running_max else -1
+            self._entry_offsets.append(base_offset)
+            positions.append(position)
+            self._entry_max.append(max_timestamp)
+            self._running_max.append(max(previous, max_timestamp))
+        elif max_timestamp > self._entry_max[-1]:
+            self._entry_max[-1] = max_timestamp
+            self._running_max[-1] = max(self._running_max[-1], max_timestamp)
+        self.next_offset = base_offset + header.last_offset_delta + 1
+        self._end_position += length
+        self.size_bytes += length
+
+    # --- walking the batch headers ---
+
+    def _walk(self, start: int, stop: int | None = None) -> Iterator[_Batch]:
+        """The batches starting at byte `start` (a batch's first byte) up to `stop`."""
+        end = self._end_position if stop is None else min(stop, self._end_position)
+        position, buffer, buffer_start = start, b"", start
+        unpack = _WALKED.unpack_from
+        while position < end:
+            at = position - buffer_start
+            if at + _WALKED.size > len(buffer):
+                buffer = self.store.read(position, min(position + _WINDOW, self._end_position))
+                buffer_start, at = position, 0
+            base_offset, batch_length, delta, max_timestamp = unpack(buffer, at)
+            length = batch_length + records.LOG_OVERHEAD
+            yield _Batch(position, length, base_offset, base_offset + delta, max_timestamp)
+            position += length
+
+    def _stretch(self, entry: int) -> tuple[int, int]:
+        """The byte range of entry `entry`'s stretch."""
+        positions = self._entry_positions
+        stop = positions[entry + 1] if entry + 1 < len(positions) else self._end_position
+        return positions[entry], stop
+
+    def _locate(self, offset: int) -> int | None:
+        """Byte position of the batch holding `offset`, or of the first one after it
+        (None past the last batch)."""
+        if offset >= self.next_offset or not self._entry_offsets:
+            return None
+        remembered = self._read_ends.get(offset)
+        if remembered is not None:
+            return remembered
+        entry = max(bisect.bisect_right(self._entry_offsets, offset) - 1, 0)
+        start, stop = self._stretch(entry)
+        for batch in self._walk(start, stop):
+            if batch.last_offset >= offset:
+                return batch.position
+        return stop  # in a gap at the stretch's end: the next stretch's first batch
+
+    def _holding_position(self, byte: int) -> _Batch | None:
+        """The batch whose bytes include position `byte` (None at or past the end)."""
+        if byte >= self._end_position or not self._entry_positions:
+            return None
+        byte = max(byte, self._first_position)
+        entry = bisect.bisect_right(self._entry_positions, byte) - 1
+        for batch in self._walk(self._entry_positions[entry]):
+            if batch.position + batch.length > byte:
+                return batch
+        return None
+
+    def _first_reaching(self, timestamp_ms: int) -> _Batch | None:
+        """The first batch whose own max timestamp is at least `timestamp_ms`."""
+        entry = bisect.bisect_left(self._running_max, timestamp_ms)
+        if entry >= len(self._running_max):
+            return None
+        start, stop = self._stretch(entry)
+        for batch in self._walk(start, stop):
+            if batch.max_timestamp >= timestamp_ms:
+                return batch
+        return None  # not reached: the stretch's maximum says otherwise
+
+    def _last_boundary(self, start: int, limit: int) -> tuple[int, int]:
+        """(position, offset) of the last batch boundary at or before `limit` and after
+        `start` (a batch's start, or the log's end), with the first offset after it;
+        (start, -1) when the batch at `start` alone passes `limit`."""
+        if limit >= self._end_position:
+            return self._end_position, self.next_offset
+        entry = bisect.bisect_right(self._entry_positions, limit) - 1
+        boundary, after = start, -1
+        walk_from = start
+        if self._entry_positions[entry] > start:
+            walk_from = boundary = self._entry_positions[entry]
+            after = self._entry_offsets[entry]
+        for batch in self._walk(walk_from):
+            batch_end = batch.position + batch.length
+            if batch_end > limit:
+                break
+            boundary, after = batch_end, batch.last_offset + 1
+        return boundary, after
+
+    def _remember_read_end(self, offset: int, position: int) -> None:
+        ends = self._read_ends
+        if offset not in ends and len(ends) >= _REMEMBERED_READS:
+            del ends[next(iter(ends))]
+        ends[offset] = position
+
+    # --- reading ---
+
+    def read_pieces(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        allow_oversized_first: bool = True,
+        end_offset: int | None = None,
+    ) -> tuple[list[bytes | memoryview], int]:
+        end = self.next_offset if end_offset is None else end_offset
+        start = None if offset >= end else self._locate(offset)
+        if start is None:
+            return [], 0
+        stop, after = self._last_boundary(start, min(start + max_bytes, self._end_position))
+        if stop == start and allow_oversized_first:
+            first = next(self._walk(start))
+            stop, after = start + first.length, first.last_offset + 1
+        if end < self.next_offset:
+            cap = self._locate(end)
+            if cap is not None and cap < stop:
+                stop, after = cap, end
+        if stop <= start:
+            return [], 0
+        self._remember_read_end(after, stop)
+        return self.store.read_pieces(start, stop), stop - start
+
+    def offset_after_read(self, offset: int, size: int) -> int:
+        start = self._locate(offset)
+        if not size or start is None:
+            return offset
+        if start + size >= self._end_position:
+            return self.next_offset
+        return next(self._walk(start + size)).base_offset
+
+    def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
+        end = self.next_offset if end_offset is None else end_offset
+        start = None if offset >= end else self._locate(offset)
+        if start is None:
+            return 0
+        if end >= self.next_offset:
+            return self._end_position - start
+        stop = self._locate(end)
+        return (self._end_position if stop is None else stop) - start
+
+    def _batch_reaching(self, timestamp_ms: int) -> tuple[bytes, int, int] | None:
+        batch = self._first_reaching(timestamp_ms)
+        if batch is None:
+            return None
+        stored = self.store.read(batch.position, batch.position + batch.length)
+        return stored, batch.base_offset, batch.max_timestamp
+
+    def _largest_timestamp(self) -> int | None:
+        return self._running_max[-1] if self._running_max else None
+
+    def batches(self) -> list[bytes]:
+        return [self.store.read(b.position, b.position + b.length) for b in self._walk_all()]
+
+    def _walk_all(self) -> Iterator[_Batch]:
+        return self._walk(self._first_position)
+
+    # --- retention and DeleteRecords ---
+
+    def retained_from(self, cutoff_ms: int | None, max_bytes: int | None) -> int:
+        if not self._entry_positions:
+            return self.next_offset
+        # Kept from the later of the first batch not too old and the first that leaves
+        # less than max_bytes after it, then on past any old ones.
+        keep_from = self._first_position
+        if max_bytes is not None:
+            holding = self._holding_position(self._end_position - max_bytes)
+            if holding is None:
+                return self.next_offset
+            keep_from = max(keep_from, holding.position)
+        if cutoff_ms is not None:
+            young = self._first_reaching(cutoff_ms)
+            if young is None:
+                return self.next_offset
+            keep_from = max(keep_from, young.position)
+        for batch in self._walk(keep_from):
+            if cutoff_ms is None or batch.max_timestamp >= cutoff_ms:
+                return batch.base_offset
+        return self.next_offset
+
+    def _drop_before(self, offset: int) -> None:
+        self.store.log_start_moved(offset)
+        self._read_ends.clear()
+        keep = self._locate(offset)
+        if keep is None:
+            keep = self._end_position
+        if keep == self._first_position:
+            return
+        self.store.drop_first(keep)
+        self._reindex_from(keep, [])
+        self.size_bytes = self._end_position - keep
+
+    def _reindex_from(self, keep: int, new_entries: list[tuple[int, int, int]]) -> None:
+        """Replace the entries below byte `keep` (a batch start, or the end) with
+        `new_entries`, adding one at `keep` when none starts there."""
+        positions = self._entry_positions
+        entry = bisect.bisect_right(positions, keep) - 1
+        tail: list[tuple[int, int, int]] = []
+        if keep < self._end_position and (entry < 0 or positions[entry] != keep):
+            _start, stop = self._stretch(entry)
+            walked = list(self._walk(keep, stop))
+            tail = [(walked[0].base_offset, keep, max(b.max_timestamp for b in walked))]
+        first_kept = entry if entry >= 0 and positions[entry] == keep else entry + 1
+        entries = [*new_entries, *tail]
+        self._entry_offsets[:first_kept] = array("q", (e[0] for e in entries))
+        self._entry_positions[:first_kept] = array("q", (e[1] for e in entries))
+        self._entry_max[:first_kept] = array("q", (e[2] for e in entries))
+        self._running_max = array("q", itertools.accumulate(self._entry_max, max))
+
+    # --- compaction ---
+
+    def has_batches_before(self, offset: int) -> bool:
+        first = next(self._walk_all(), None)
+        return first is not None and first.last_offset < offset
+
+    def _end_of(self, end_offset: int) -> int:
+        """Byte position after the batches that end before `end_offset`."""
+        stop = self._locate(end_offset)
+        return self._end_position if stop is None else stop
+
+    def stored_batches(self, end_offset: int) -> Iterator[bytes]:
+        for batch in self._walk(self._first_position, self._end_of(end_offset)):
+            yield self.store.read(batch.position, batch.position + batch.length)
+
+    def batch_timestamps(self, first_offset: int, end_offset: int) -> Iterator[int]:
+        start = self._locate(first_offset)
+        if start is None:
+            return iter(())
+        return (batch.max_timestamp for batch in self._walk(start, self._end_of(end_offset)))
+
+    def replace_before(self, end_offset: int, batches: Sequence[bytes]) -> None:
+        stop = self._end_of(end_offset)
+        start = stop - sum(len(batch) for batch in batches)
+        self.store.replace_first(batches, start)
+        self._read_ends.clear()
+        entries: list[tuple[int, int, int]] = []
+        interval = self._index_interval()
+        position = start
+        for batch in batches:
+            header = records.read_header(batch)
+            if not entries or position - entries[-1][1] >= interval:
+                entries.append((header.base_offset, position, header.max_timestamp))
+            elif header.max_timestamp > entries[-1][2]:
+                offset, at, _ = entries[-1]
+                entries[-1] = (offset, at, header.max_timestamp)
+            position += len(batch)
+        self._reindex_from(stop, entries)
+        self.size_bytes = self._end_position - self._first_position
