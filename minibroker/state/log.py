@@ -31,6 +31,7 @@ import itertools
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
@@ -151,6 +152,23 @@ class PartitionLog:
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
         self._drop_before(offset)
         return offset
+
+    def transactions_state(self) -> dict[str, Any]:
+        """The open and aborted transactions, as plain data (storage/checkpoint.py)."""
+        return {
+            "log_start_offset": self.log_start_offset,
+            "next_offset": self.next_offset,
+            "size_bytes": self.size_bytes,
+            "open_transactions": sorted(self._open_transactions.items()),
+            "aborted": [[t.producer_id, t.first_offset, t.last_offset] for t in self.aborted],
+        }
+
+    def load_transactions_state(self, state: dict[str, Any]) -> None:
+        self.log_start_offset = int(state["log_start_offset"])
+        self.next_offset = int(state["next_offset"])
+        self.size_bytes = int(state["size_bytes"])
+        self._open_transactions = {int(p): int(f) for p, f in state["open_transactions"]}
+        self.aborted = [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in state["aborted"]]
 
     def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
         """Stored batches from the one holding `offset`, up to `max_bytes` in total.

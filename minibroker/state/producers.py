@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from minibroker.protocol.records import NO_PRODUCER_ID, BatchHeader
 
@@ -126,6 +127,28 @@ class PartitionProducers:
             )
         )
         entry.last_timestamp = header.max_timestamp
+
+    def state(self) -> list[list[Any]]:
+        """Every producer's epoch, last timestamp and cached batches, as plain data."""
+        return [
+            [
+                producer_id,
+                entry.epoch,
+                entry.last_timestamp,
+                [[b.first_sequence, b.last_sequence, b.base_offset] for b in entry.batches],
+            ]
+            for producer_id, entry in self._entries.items()
+        ]
+
+    def load_state(self, state: list[list[Any]]) -> None:
+        self._entries = {}
+        for producer_id, epoch, last_timestamp, batches in state:
+            entry = _ProducerEntry(epoch=int(epoch), last_timestamp=int(last_timestamp))
+            entry.batches.extend(
+                _BatchMetadata(int(first), int(last), int(offset))
+                for first, last, offset in batches
+            )
+            self._entries[int(producer_id)] = entry
 
     def marker_written(self, producer_id: int, epoch: int, timestamp: int) -> None:
         """A commit or abort marker of the producer was appended at `epoch`."""

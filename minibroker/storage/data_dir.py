@@ -47,6 +47,7 @@ from minibroker.state.clock import BrokerClock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.groups import CommittedOffset
 from minibroker.state.topics import Partition, Topic
+from minibroker.storage import checkpoint
 from minibroker.storage.segmented_log import SegmentedLog
 from minibroker.storage.segments import SUFFIX, RecoveredBatch, SegmentStore, recover, replace_file
 
@@ -77,6 +78,8 @@ class DataDir:
         self._state: ClusterState | None = None
         self._clock: BrokerClock | None = None
         self.truncated_bytes = 0  # what recovery cut from torn tails at the last start
+        self.checkpointed_partitions = 0  # loaded from a clean stop's checkpoint
+        self.scanned_partitions = 0  # rebuilt by reading every batch
 
     # --- opening and closing ---
 
@@ -85,6 +88,7 @@ class DataDir:
         the same DataDir only take the directory again)."""
         self._lock()
         if self._state is not None:
+            self._discard_checkpoints()  # the logs go on from memory, not from them
             return
         try:
             self._check_layout()
@@ -163,13 +167,16 @@ class DataDir:
             self.sync()
 
     def close(self) -> None:
-        """Sync everything and release the directory (a later open takes it again)."""
+        """Sync everything, checkpoint each partition (storage/checkpoint.py) and release
+        the directory (a later open takes it again)."""
         with contextlib.suppress(OSError):
             self.sync()
         for stores in self._stores.values():
             for store in stores:
                 with contextlib.suppress(OSError):
                     store.close()
+        with contextlib.suppress(OSError):
+            self._write_checkpoints()
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
@@ -178,6 +185,21 @@ class DataDir:
             self._lock_fd = None
 
     # --- topics and their logs ---
+
+    def _partitions(self) -> Iterable[tuple[Path, Partition]]:
+        for topic in self._state.topics if self._state is not None else ():
+            for partition in topic.partitions:
+                yield self._partition_dir(topic.topic_id, partition.index), partition
+
+    def _write_checkpoints(self) -> None:
+        for directory, partition in self._partitions():
+            if isinstance(partition.log, SegmentedLog):
+                state = {**partition.log.state(), "producers": partition.producers.state()}
+                checkpoint.write(directory, partition.log.store.segments, state)
+
+    def _discard_checkpoints(self) -> None:
+        for directory, _partition in self._partitions():
+            checkpoint.discard(directory)
 
     def _partition_dir(self, topic_id: uuid.UUID, index: int) -> Path:
         return self.path / "logs" / topic_id.hex / str(index)
@@ -251,13 +273,23 @@ class DataDir:
             elif header.producer_id >= 0:
                 producers.record(header, header.base_offset)
 
-        segments, recovery = recover(self._partition_dir(topic.topic_id, index), restore)
-        partition_log.store.adopt(segments)
-        self.truncated_bytes += recovery.truncated_bytes
-        if segments:
-            partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
-        if recovery.log_start_offset > partition_log.log_start_offset:
-            partition_log.delete_before(recovery.log_start_offset)
+        directory = self._partition_dir(topic.topic_id, index)
+        checkpointed = checkpoint.take(directory)
+        if checkpointed is not None:
+            segments, saved = checkpointed
+            partition_log.store.adopt(segments)
+            partition_log.load_state(saved)
+            producers.load_state(saved["producers"])
+            self.checkpointed_partitions += 1
+        else:
+            segments, recovery = recover(directory, restore)
+            partition_log.store.adopt(segments)
+            self.truncated_bytes += recovery.truncated_bytes
+            self.scanned_partitions += 1
+            if segments:
+                partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
+            if recovery.log_start_offset > partition_log.log_start_offset:
+                partition_log.delete_before(recovery.log_start_offset)
         # The coordinator that would end them is gone: abort what a restart left open.
         for producer in producers.active():
             if partition_log.open_transaction_start(producer.producer_id) is not None:

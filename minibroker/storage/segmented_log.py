@@ -27,7 +27,7 @@ import itertools
 import struct
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
@@ -64,6 +64,30 @@ class SegmentedLog(PartitionLog):
         self._running_max = array("q")  # running maximum over the stretches
         self._end_position = 0
         self._read_ends: dict[int, int] = {}  # offset -> position where a read ended
+
+    def state(self) -> dict[str, Any]:
+        """Everything but the batches, as plain data (storage/checkpoint.py)."""
+        return {
+            **self.transactions_state(),
+            "end_position": self._end_position,
+            "index": [
+                self._entry_offsets.tolist(),
+                self._entry_positions.tolist(),
+                self._entry_max.tolist(),
+            ],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take the state `state()` gave, for the segments the store holds."""
+        self.load_transactions_state(state)
+        self._end_position = int(state["end_position"])
+        offsets, positions, maxima = state["index"]
+        if not len(offsets) == len(positions) == len(maxima):
+            raise ValueError("index arrays of different lengths")
+        self._entry_offsets = array("q", offsets)
+        self._entry_positions = array("q", positions)
+        self._entry_max = array("q", maxima)
+        self._running_max = array("q", itertools.accumulate(self._entry_max, max))
 
     @property
     def index_entries(self) -> int:

@@ -200,6 +200,10 @@ class SegmentStore:
         self._starts = [segment.start for segment in segments]
 
     @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    @property
     def segment_count(self) -> int:
         return len(self._segments)
 

@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 
 import confluent_kafka
+import pytest
 from confluent_kafka import TopicPartition
 
 from tests.childbroker import ChildBroker
@@ -145,12 +146,14 @@ def test_an_idempotent_producer_carries_on_across_kill_9_without_duplicates(
         broker.stop()
 
 
-def test_a_batch_stored_before_kill_9_and_retried_after_is_not_stored_twice(
-    tmp_path: Path,
+@pytest.mark.parametrize("stop", ["kill -9", "clean stop"])
+def test_a_batch_stored_before_a_restart_and_retried_after_is_not_stored_twice(
+    tmp_path: Path, stop: str
 ) -> None:
-    """The broker stores a batch but its answer is lost; it dies; the producer sends the
-    batch again to the restarted broker, which knows it from the producer state it
-    rebuilt from the log and answers with the offset it got the first time."""
+    """The broker stores a batch but its answer is lost; it dies (or stops cleanly); the
+    producer sends the batch again to the restarted broker, which knows it from the
+    producer state it rebuilt from the log (or read from its clean stop's checkpoint)
+    and answers with the offset it got the first time."""
     port = _free_port()
     lost_answer = "Produce:lose_response,times=1"
     broker = ChildBroker(
@@ -174,7 +177,11 @@ def test_a_batch_stored_before_kill_9_and_retried_after_is_not_stored_twice(
         for number in range(10):
             producer.produce("steady", b"%d" % number, partition=0)
         producer.poll(0.6)  # stored, its answer lost; the retry waits 1.5 s
-        _kill(broker)
+        if stop == "kill -9":
+            _kill(broker)
+        else:
+            broker.stop()
+            assert list(tmp_path.glob("logs/*/0/checkpoint"))
         broker = _broker(tmp_path, port).start()
         assert producer.flush(TIMEOUT) == 0
         stored = _read_all(broker.bootstrap)
