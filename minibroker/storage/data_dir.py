@@ -8,7 +8,8 @@ Layout:
   producer-ids      the end of the block of producer ids being handed out
   scram-credentials.json   SCRAM credentials set over the protocol (stored and server
                     keys, never passwords), readable by the owner only
-  logs/<topic id>/<partition>/   segment files (storage/segments.py)
+  logs/<topic id>/<partition>/   segment files (storage/segments.py), and a checkpoint
+                    after a clean stop (storage/checkpoint.py)
 
 Rules:
 - Flush policy `write`: a request that wrote records or offsets is answered only after
@@ -18,9 +19,11 @@ Rules:
   fsyncs everything at a clean stop.
 - Topic metadata and producer-id blocks are written in one rename and fsynced at once,
   whatever the policy.
-- Producer state (the sequences of idempotent producers, open transactions) is rebuilt
-  from the batches at start. A transaction still open then is aborted with a marker (the
-  transaction coordinator's state is not kept), so read_committed readers go on.
+- A partition's log, index and producer state (the sequences of idempotent producers,
+  open transactions) come from its clean stop's checkpoint when it matches the segment
+  files, and are rebuilt from the batches otherwise. A transaction still open then is
+  aborted with a marker (the transaction coordinator's state is not kept), so
+  read_committed readers go on.
 - Producer ids are handed out in blocks of PRODUCER_ID_BLOCK; a block's end is written
   before its first id is given, so no id is given twice across restarts.
 - Group membership is not kept: members rejoin after a restart, as after a coordinator
