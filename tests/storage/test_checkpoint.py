@@ -130,3 +130,31 @@ def test_a_segment_changed_after_a_clean_stop_is_read_again_not_trusted(tmp_path
         assert [offset for _, offset, *_ in appended] == [
             max(o for p, o, *_ in after if p == 1) + 1
         ]
+
+
+def test_a_broker_started_again_in_process_leaves_no_stale_checkpoint(tmp_path: Path) -> None:
+    """Stopped and started again, a Broker goes on from memory; its checkpoints go, so a
+    crash later cannot bring back what it deleted after the restart."""
+    broker = Broker(data_dir=str(tmp_path / "live")).start_in_thread()
+    try:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic("kept", 1, 1)]).values():
+            future.result(TIMEOUT)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+        for number in range(10):
+            producer.produce("kept", b"%d" % number)
+        assert producer.flush(TIMEOUT) == 0
+        broker.stop_thread()
+        assert len(_checkpoints(tmp_path / "live")) == 1
+        broker.start_in_thread()
+        assert _checkpoints(tmp_path / "live") == []
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        [deleted] = admin.delete_records([TopicPartition("kept", 0, 6)]).values()
+        assert deleted.result(TIMEOUT).low_watermark == 6
+        shutil.copytree(tmp_path / "live", tmp_path / "crashed")  # what a crash leaves
+    finally:
+        broker.stop_thread()
+    with Broker(data_dir=str(tmp_path / "crashed")) as crashed:
+        assert [o for _, o, *_ in read_all(crashed.bootstrap_servers, "kept")] == [6, 7, 8, 9]
