@@ -223,14 +223,16 @@ def _listens_everywhere(host: str) -> bool:
         return host == ""
 
 
-async def _until_interrupted() -> None:
-    """Wait for Ctrl-C or SIGTERM."""
+def _stop_on_signals() -> asyncio.Event:
+    """An event Ctrl-C or SIGTERM sets. Taken before the broker starts, so a signal that
+    comes as soon as it says it is listening still stops it cleanly (a data directory
+    is synced and checkpointed)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
+    return stop
 
 
 async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
@@ -244,6 +246,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     except ValueError as exc:  # a users file that cannot be read, say
         print(f"minibroker: {exc}", file=sys.stderr)
         return 2
+    stop = _stop_on_signals()
     try:
         await broker.start()
     except DataDirError as exc:
@@ -282,7 +285,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             flush=True,
         )
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
-    await _until_interrupted()
+    await stop.wait()
     await broker.stop()
     if args.record_file:
         written = broker.write_requests(args.record_file)
@@ -321,6 +324,7 @@ async def _proxy(args: argparse.Namespace) -> int:
             out.flush()
 
         proxy = RecordingProxy(args.upstream, host=args.host, port=args.port, record=write)
+        stop = _stop_on_signals()
         try:
             await proxy.start()
         except OSError as exc:
@@ -335,7 +339,7 @@ async def _proxy(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        await _until_interrupted()
+        await stop.wait()
         await proxy.stop()
         return 0
     finally:

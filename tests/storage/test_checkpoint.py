@@ -12,6 +12,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from minibroker import Broker
+from tests.childbroker import ChildBroker
 from tests.storage.reading import read_all
 
 TIMEOUT = 20.0
@@ -158,3 +159,15 @@ def test_a_broker_started_again_in_process_leaves_no_stale_checkpoint(tmp_path: 
         broker.stop_thread()
     with Broker(data_dir=str(tmp_path / "crashed")) as crashed:
         assert [o for _, o, *_ in read_all(crashed.bootstrap_servers, "kept")] == [6, 7, 8, 9]
+
+
+def test_sigterm_as_soon_as_the_broker_listens_is_a_clean_stop(tmp_path: Path) -> None:
+    with ChildBroker(data_dir=str(tmp_path), topics=["early:1"]) as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("early", b"kept")
+        assert producer.flush(TIMEOUT) == 0
+    for _ in range(3):  # each start takes the checkpoint, each stop writes it again
+        broker = ChildBroker(data_dir=str(tmp_path)).start()
+        broker.stop()  # SIGTERM right after "listening"
+        assert broker.returncode() == 0
+        assert len(_checkpoints(tmp_path)) == 1
