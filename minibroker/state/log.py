@@ -213,6 +213,15 @@ class PartitionLog:
         """What `read` returns, as pieces (views of the stored batches) and their total
         size: a Fetch answer copies them once, into its frame. With `end_offset` (the last
         stable offset of a read_committed fetch), only batches before it."""
+        end = self.next_offset if end_offset is None else end_offset
+        if offset >= end:
+            return [], 0
+        return self._pieces(offset, max_bytes, allow_oversized_first, end)
+
+    def _pieces(
+        self, offset: int, max_bytes: int, allow_oversized_first: bool, end: int
+    ) -> tuple[list[bytes | memoryview], int]:
+        """read_pieces below `end`, which is above `offset`."""
         raise NotImplementedError
 
     def offset_after_read(self, offset: int, size: int) -> int:
@@ -443,18 +452,12 @@ class MemoryLog(PartitionLog):
         last batch: the batch count)."""
         return bisect.bisect_left(self._last_offsets, offset)
 
-    def read_pieces(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        allow_oversized_first: bool = True,
-        end_offset: int | None = None,
+    def _pieces(
+        self, offset: int, max_bytes: int, allow_oversized_first: bool, end: int
     ) -> tuple[list[bytes | memoryview], int]:
-        end = self.next_offset if end_offset is None else end_offset
         first = self._batch_index(offset)
         count = len(self._positions)
-        if offset >= end or first >= count:
+        if first >= count:
             return [], 0
         positions = self._positions
         start = positions[first]

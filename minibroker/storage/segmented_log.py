@@ -210,16 +210,10 @@ class SegmentedLog(PartitionLog):
 
     # --- reading ---
 
-    def read_pieces(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        allow_oversized_first: bool = True,
-        end_offset: int | None = None,
+    def _pieces(
+        self, offset: int, max_bytes: int, allow_oversized_first: bool, end: int
     ) -> tuple[list[bytes | memoryview], int]:
-        end = self.next_offset if end_offset is None else end_offset
-        start = None if offset >= end else self._locate(offset)
+        start = self._locate(offset)
         if start is None:
             return [], 0
         stop, after = self._last_boundary(start, min(start + max_bytes, self._end_position))
