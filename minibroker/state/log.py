@@ -164,11 +164,22 @@ class PartitionLog:
         }
 
     def load_transactions_state(self, state: dict[str, Any]) -> None:
-        self.log_start_offset = int(state["log_start_offset"])
-        self.next_offset = int(state["next_offset"])
-        self.size_bytes = int(state["size_bytes"])
-        self._open_transactions = {int(p): int(f) for p, f in state["open_transactions"]}
-        self.aborted = [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in state["aborted"]]
+        """Take what transactions_state gave (all of it, or nothing when it is malformed:
+        KeyError, TypeError or ValueError)."""
+        parsed = (
+            int(state["log_start_offset"]),
+            int(state["next_offset"]),
+            int(state["size_bytes"]),
+            {int(p): int(f) for p, f in state["open_transactions"]},
+            [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in state["aborted"]],
+        )
+        (
+            self.log_start_offset,
+            self.next_offset,
+            self.size_bytes,
+            self._open_transactions,
+            self.aborted,
+        ) = parsed
 
     def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
         """Stored batches from the one holding `offset`, up to `max_bytes` in total.

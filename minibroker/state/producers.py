@@ -141,14 +141,14 @@ class PartitionProducers:
         ]
 
     def load_state(self, state: list[list[Any]]) -> None:
-        self._entries = {}
+        """Take what `state()` gave (all of it, or nothing when it is malformed)."""
+        entries: dict[int, _ProducerEntry] = {}
         for producer_id, epoch, last_timestamp, batches in state:
             entry = _ProducerEntry(epoch=int(epoch), last_timestamp=int(last_timestamp))
-            entry.batches.extend(
-                _BatchMetadata(int(first), int(last), int(offset))
-                for first, last, offset in batches
-            )
-            self._entries[int(producer_id)] = entry
+            for first, last, offset in batches:
+                entry.batches.append(_BatchMetadata(int(first), int(last), int(offset)))
+            entries[int(producer_id)] = entry
+        self._entries = entries
 
     def marker_written(self, producer_id: int, epoch: int, timestamp: int) -> None:
         """A commit or abort marker of the producer was appended at `epoch`."""

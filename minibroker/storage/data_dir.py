@@ -280,9 +280,15 @@ class DataDir:
         checkpointed = checkpoint.take(directory)
         if checkpointed is not None:
             segments, saved = checkpointed
+            try:
+                producers.load_state(saved["producers"])
+                partition_log.load_state(saved)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("%s: checkpoint unreadable (%r); reading the segments", directory, exc)
+                producers.load_state([])
+                checkpointed = None
+        if checkpointed is not None:
             partition_log.store.adopt(segments)
-            partition_log.load_state(saved)
-            producers.load_state(saved["producers"])
             self.checkpointed_partitions += 1
         else:
             segments, recovery = recover(directory, restore)

@@ -78,16 +78,16 @@ class SegmentedLog(PartitionLog):
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        """Take the state `state()` gave, for the segments the store holds."""
-        self.load_transactions_state(state)
-        self._end_position = int(state["end_position"])
-        offsets, positions, maxima = state["index"]
+        """Take what `state()` gave, for the segments the store holds (all of it, or
+        nothing when it is malformed: KeyError, TypeError or ValueError)."""
+        offsets, positions, maxima = (array("q", column) for column in state["index"])
+        end_position = int(state["end_position"])
         if not len(offsets) == len(positions) == len(maxima):
             raise ValueError("index arrays of different lengths")
-        self._entry_offsets = array("q", offsets)
-        self._entry_positions = array("q", positions)
-        self._entry_max = array("q", maxima)
-        self._running_max = array("q", itertools.accumulate(self._entry_max, max))
+        self.load_transactions_state(state)
+        self._end_position = end_position
+        self._entry_offsets, self._entry_positions, self._entry_max = offsets, positions, maxima
+        self._running_max = array("q", itertools.accumulate(maxima, max))
 
     @property
     def index_entries(self) -> int:
