@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from minibroker.config import BrokerConfig
 from minibroker.state import transaction_rules as rules
@@ -301,6 +301,51 @@ class TransactionCoordinator:
             else:
                 txn.transition(TxnState.DEAD)
                 del self.transactions[transactional_id]
+
+    # --- kept across a clean restart (storage/data_dir.py) ---
+
+    def state(self) -> list[list[Any]]:
+        """Each transactional id's producer id, epoch, timeout, state and start, as plain
+        data. No state between two requests is a PREPARE one: markers are written
+        before a request that ends a transaction is answered."""
+        return [
+            [
+                txn.transactional_id,
+                txn.producer_id,
+                txn.epoch,
+                txn.timeout_ms,
+                txn.state.value,
+                txn.start_wall_ms,
+            ]
+            for txn in self.transactions.values()
+        ]
+
+    def restore(self, now: float, saved: Iterable[list[Any]]) -> None:
+        """Take what `state()` gave after a restart. A transaction that was open has been
+        aborted by then (its partitions' logs wrote the markers): its producer is fenced,
+        as when a transaction times out, so it cannot go on with a transaction whose
+        first records are gone."""
+        restored: dict[str, Transaction] = {}
+        for transactional_id, producer_id, epoch, timeout_ms, state, start in saved:
+            txn = Transaction(
+                str(transactional_id),
+                int(producer_id),
+                int(epoch),
+                int(timeout_ms),
+                TxnState(state),
+                start_wall_ms=int(start),
+                updated_at=now,
+            )
+            if txn.state is TxnState.ONGOING:
+                self._bump_epoch(txn)
+                txn.state = TxnState.COMPLETE_ABORT
+            elif txn.state not in (TxnState.EMPTY, *rules.COMPLETE):
+                raise ValueError(f"transaction {transactional_id}: state {state}")
+            self._producer_ids.seen(txn.producer_id)
+            restored[txn.transactional_id] = txn
+        self.transactions = restored
+        for txn in restored.values():
+            self._schedule(txn)
 
     # --- administration ---
 

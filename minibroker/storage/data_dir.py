@@ -8,6 +8,8 @@ Layout:
   producer-ids      the end of the block of producer ids being handed out
   scram-credentials.json   SCRAM credentials set over the protocol (stored and server
                     keys, never passwords), readable by the owner only
+  transactions.json after a clean stop: each transactional id's producer id, epoch,
+                    timeout and state
   logs/<topic id>/<partition>/   segment files (storage/segments.py), and a checkpoint
                     after a clean stop (storage/checkpoint.py)
 
@@ -26,6 +28,11 @@ Rules:
   read_committed readers go on.
 - Producer ids are handed out in blocks of PRODUCER_ID_BLOCK; a block's end is written
   before its first id is given, so no id is given twice across restarts.
+- Transactional ids are kept across a clean stop (transactions.json, read and deleted at
+  the next start): an idle transactional producer goes on with its producer id and
+  epoch. A transaction open at the stop is aborted at the start and its producer fenced
+  (state/transactions.py). After a crash they start afresh: a transactional producer
+  initializes again and gets a new producer id.
 - Group membership is not kept: members rejoin after a restart, as after a coordinator
   move, and find their committed offsets. Offset expiry counts from the restart.
 """
@@ -59,6 +66,7 @@ log = logging.getLogger("minibroker.storage")
 LAYOUT_VERSION = 1
 PRODUCER_ID_BLOCK = 1000
 SCRAM_FILE = "scram-credentials.json"
+TRANSACTIONS_FILE = "transactions.json"
 
 OffsetKey = tuple[str, int]
 
@@ -110,6 +118,7 @@ class DataDir:
         state.producer_ids.reserve = self._reserve_producer_ids
         state.credentials.on_scram_change = self._scram_changed
         state.storage = self
+        self._load_transactions(state)
 
     def _lock(self) -> None:
         if self._lock_fd is not None:
@@ -180,6 +189,7 @@ class DataDir:
                     store.close()
         with contextlib.suppress(OSError):
             self._write_checkpoints()
+            self._write_transactions()
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
@@ -203,6 +213,26 @@ class DataDir:
     def _discard_checkpoints(self) -> None:
         for directory, _partition in self._partitions():
             checkpoint.discard(directory)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path / TRANSACTIONS_FILE)
+
+    # --- transactional ids (kept across a clean stop only) ---
+
+    def _write_transactions(self) -> None:
+        if self._state is not None:
+            saved = self._state.transactions.state()
+            replace_file(self.path / TRANSACTIONS_FILE, json.dumps(saved).encode())
+
+    def _load_transactions(self, state: ClusterState) -> None:
+        path = self.path / TRANSACTIONS_FILE
+        try:
+            saved = json.loads(path.read_bytes())
+            state.transactions.restore(state.clock.monotonic(), saved)
+        except FileNotFoundError:
+            return
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("%s unreadable (%r): transactional ids start afresh", path, exc)
+        path.unlink()
 
     def _partition_dir(self, topic_id: uuid.UUID, index: int) -> Path:
         return self.path / "logs" / topic_id.hex / str(index)

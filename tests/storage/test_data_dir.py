@@ -4,6 +4,7 @@ records, configs, committed offsets and producer ids are as they were."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -256,3 +257,51 @@ def test_a_segment_rolls_when_segment_ms_old(tmp_path: Path) -> None:
             "00000000000000000000.log",
             "00000000000000000002.log",
         ]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _transactional(bootstrap: str, transactional_id: str) -> confluent_kafka.Producer:
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
+    producer.init_transactions(TIMEOUT)
+    return producer
+
+
+def test_transactional_producers_carry_on_across_a_clean_restart(tmp_path: Path) -> None:
+    """An idle transactional producer goes on with its producer id and epoch; one whose
+    transaction was open at the stop finds it aborted and itself fenced."""
+    port = _free_port()
+    with Broker(port=port, data_dir=str(tmp_path)) as broker:
+        bootstrap = broker.bootstrap_servers
+        _create(bootstrap, NewTopic("ledger", 2, 1))
+        idle, busy = _transactional(bootstrap, "idle"), _transactional(bootstrap, "busy")
+        idle.begin_transaction()
+        idle.produce("ledger", b"before", partition=0)
+        idle.commit_transaction(TIMEOUT)
+        busy.begin_transaction()
+        busy.produce("ledger", b"cut short", partition=0)
+        assert busy.flush(TIMEOUT) == 0
+    assert (tmp_path / "transactions.json").exists()
+    with Broker(port=port, data_dir=str(tmp_path)) as broker:
+        assert not (tmp_path / "transactions.json").exists()
+        idle.begin_transaction()
+        idle.produce("ledger", b"after", partition=0)
+        idle.commit_transaction(TIMEOUT)
+        # The rest of the transaction, to a partition it had not written yet: committed
+        # alone it would break the transaction in two.
+        busy.produce("ledger", b"rest of it", partition=1)
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            busy.commit_transaction(TIMEOUT)
+        assert refused.value.args[0].fatal()  # fenced: a newer epoch holds the id
+        committed = read_all(broker.bootstrap_servers, "ledger", "read_committed")
+        assert [value for *_, value, _ in committed] == [b"before", b"after"]
