@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from minibroker.protocol.records import build_batch, read_header
 from minibroker.state.log import MemoryLog, PartitionLog
-from minibroker.storage.segmented_log import SegmentedLog
+from minibroker.storage.segmented_log import MAX_INDEX_INTERVAL, SegmentedLog
 from minibroker.storage.segments import SegmentStore
 
 READ_SIZES = (1, 60, 200, 700, 1 << 20)
@@ -123,4 +123,16 @@ def test_the_index_keeps_one_entry_per_interval_not_per_batch(tmp_path: Path) ->
     assert log.index_entries <= log.size_bytes // 4096 + 1  # one per 4 KiB, not per batch
     assert log.offset_for_timestamp(0) == (0, 0)
     assert read_header(log.read(7_777, 1)).base_offset == 7_777
+    store.close()
+
+
+def test_a_huge_index_interval_still_indexes_every_64_kib(tmp_path: Path) -> None:
+    """However large index.interval.bytes is set, a lookup walks at most 64 KiB of
+    headers, so one topic's setting cannot make reads hold the broker."""
+    store = SegmentStore(tmp_path, lambda: 1 << 30, lambda store: None)
+    log = SegmentedLog(store, lambda: 2**31 - 1)
+    batch = build_batch([(b"k", b"v" * 40)])
+    for _ in range(10_000):
+        log.append(read_header(batch), batch)
+    assert log.index_entries >= log.size_bytes // (MAX_INDEX_INTERVAL + len(batch)) > 1
     store.close()
