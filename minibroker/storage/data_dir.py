@@ -310,6 +310,7 @@ class DataDir:
         checkpointed = checkpoint.take(directory)
         if checkpointed is not None:
             segments, saved = checkpointed
+            partition_log.store.adopt(segments)
             try:
                 producers.load_state(saved["producers"])
                 partition_log.load_state(saved)
@@ -318,7 +319,6 @@ class DataDir:
                 producers.load_state([])
                 checkpointed = None
         if checkpointed is not None:
-            partition_log.store.adopt(segments)
             self.checkpointed_partitions += 1
         else:
             segments, recovery = recover(directory, restore)

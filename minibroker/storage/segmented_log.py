@@ -89,6 +89,14 @@ class SegmentedLog(PartitionLog):
         end_position = int(state["end_position"])
         if not len(offsets) == len(positions) == len(maxima):
             raise ValueError("index arrays of different lengths")
+        segments = self.store.segments
+        if segments and end_position != segments[-1].start + segments[-1].size:
+            raise ValueError(f"end position {end_position} is not where the segments end")
+        first = segments[0].start if segments else end_position
+        if list(positions) != sorted(positions) or not all(
+            first <= position < end_position for position in positions
+        ):
+            raise ValueError("index positions outside the segments")
         self.load_transactions_state(state)
         self._end_position = end_position
         self._entry_offsets, self._entry_positions, self._entry_max = offsets, positions, maxima
