@@ -5,8 +5,8 @@ Two kinds share the rules here and differ in where the batches go:
   request frame the socket read it into) and indexes every batch: parallel arrays of
   base offsets, last offsets, own and running-maximum max timestamps and byte positions.
 - SegmentedLog (minibroker/storage/segmented_log.py, with a data directory) writes the
-  batches to segment files and keeps a sparse index, so its memory does not grow with
-  the log.
+  batches to segment files and keeps a sparse index: an entry per index.interval.bytes
+  of batches, not per batch.
 
 Appending never decodes or copies records. A fetch puts each batch's base offset, length
 and partition leader epoch (the header fields before the CRC, which Kafka's broker sets
@@ -153,8 +153,9 @@ class PartitionLog:
         self._drop_before(offset)
         return offset
 
-    def transactions_state(self) -> dict[str, Any]:
-        """The open and aborted transactions, as plain data (storage/checkpoint.py)."""
+    def state(self) -> dict[str, Any]:
+        """The offsets and the open and aborted transactions, as plain data (a data
+        directory's checkpoint, storage/checkpoint.py)."""
         return {
             "log_start_offset": self.log_start_offset,
             "next_offset": self.next_offset,
@@ -163,8 +164,8 @@ class PartitionLog:
             "aborted": [[t.producer_id, t.first_offset, t.last_offset] for t in self.aborted],
         }
 
-    def load_transactions_state(self, state: dict[str, Any]) -> None:
-        """Take what transactions_state gave (all of it, or nothing when it is malformed:
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take what `state()` gave (all of it, or nothing when it is malformed:
         KeyError, TypeError or ValueError)."""
         parsed = (
             int(state["log_start_offset"]),

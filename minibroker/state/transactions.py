@@ -336,16 +336,18 @@ class TransactionCoordinator:
                 start_wall_ms=int(start),
                 updated_at=now,
             )
-            if txn.state is TxnState.ONGOING:
-                self._bump_epoch(txn)
-                txn.state = TxnState.COMPLETE_ABORT
-            elif txn.state not in (TxnState.EMPTY, *rules.COMPLETE):
+            if txn.state not in (TxnState.ONGOING, TxnState.EMPTY, *rules.COMPLETE):
                 raise ValueError(f"transaction {transactional_id}: state {state}")
             self._producer_ids.seen(txn.producer_id)
             restored[txn.transactional_id] = txn
         self.transactions = restored
         for txn in restored.values():
-            self._schedule(txn)
+            if txn.state is TxnState.ONGOING:
+                # Its partitions are not kept (their markers are written): fencing and
+                # aborting it only moves its state and epoch on, as a timeout would.
+                self._fence_and_abort(now, txn)
+            else:
+                self._schedule(txn)
 
     # --- administration ---
 

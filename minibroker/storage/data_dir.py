@@ -53,9 +53,9 @@ from typing import Any
 
 from minibroker.config import LOG_FLUSH_POLICIES
 from minibroker.protocol.sasl import ScramCredential
-from minibroker.state.clock import BrokerClock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.groups import CommittedOffset
+from minibroker.state.producers import PartitionProducers
 from minibroker.state.topics import Partition, Topic
 from minibroker.storage import checkpoint
 from minibroker.storage.segmented_log import SegmentedLog
@@ -87,7 +87,6 @@ class DataDir:
         self._journal_unsynced = False
         self._lock_fd: int | None = None
         self._state: ClusterState | None = None
-        self._clock: BrokerClock | None = None
         self.truncated_bytes = 0  # what recovery cut from torn tails at the last start
         self.checkpointed_partitions = 0  # loaded from a clean stop's checkpoint
         self.scanned_partitions = 0  # rebuilt by reading every batch
@@ -104,7 +103,6 @@ class DataDir:
         try:
             self._check_layout()
             self._state = state
-            self._clock = state.clock
             self._load_topics(state, set(node_ids))
             self._load_offsets(state)
             self._load_producer_ids(state)
@@ -238,13 +236,13 @@ class DataDir:
         return self.path / "logs" / topic_id.hex / str(index)
 
     def _store_for(self, topic: Topic, index: int) -> SegmentStore:
-        assert self._clock is not None
+        assert self._state is not None
         store = SegmentStore(
             self._partition_dir(topic.topic_id, index),
             lambda: int(topic.config("segment.bytes")),
             self._unsynced.add,
             segment_ms=lambda: int(topic.config("segment.ms")),
-            now_ms=self._clock.wall_ms,
+            now_ms=self._state.clock.wall_ms,
         )
         self._stores.setdefault(topic.topic_id, []).append(store)
         return store
@@ -283,6 +281,12 @@ class DataDir:
                     max((p.producer_id for p in partition.producers.active()), default=-1)
                 )
             registry.restore(topic)
+        log.info(
+            "data directory %s: %d partitions from their checkpoints, %d read batch by batch",
+            self.path,
+            self.checkpointed_partitions,
+            self.scanned_partitions,
+        )
         if self.truncated_bytes:
             log.warning(
                 "data directory %s: recovery cut %d bytes of unfinished writes",
@@ -296,39 +300,12 @@ class DataDir:
         partition = Partition(index=index, leader=leader, log=partition_log)
         producers = partition.producers
 
-        def restore(found: RecoveredBatch) -> None:
-            header = found.header
-            partition_log.restore(header, found.length, commit=found.commit)
-            if header.is_control:
-                producers.marker_written(
-                    header.producer_id, header.producer_epoch, header.max_timestamp
-                )
-            elif header.producer_id >= 0:
-                producers.record(header, header.base_offset)
-
         directory = self._partition_dir(topic.topic_id, index)
-        checkpointed = checkpoint.take(directory)
-        if checkpointed is not None:
-            segments, saved = checkpointed
-            partition_log.store.adopt(segments)
-            try:
-                producers.load_state(saved["producers"])
-                partition_log.load_state(saved)
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("%s: checkpoint unreadable (%r); reading the segments", directory, exc)
-                producers.load_state([])
-                checkpointed = None
-        if checkpointed is not None:
+        if self._from_checkpoint(directory, partition_log, producers):
             self.checkpointed_partitions += 1
         else:
-            segments, recovery = recover(directory, restore)
-            partition_log.store.adopt(segments)
-            self.truncated_bytes += recovery.truncated_bytes
+            self._from_segments(directory, partition_log, producers)
             self.scanned_partitions += 1
-            if segments:
-                partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
-            if recovery.log_start_offset > partition_log.log_start_offset:
-                partition_log.delete_before(recovery.log_start_offset)
         # The coordinator that would end them is gone: abort what a restart left open.
         for producer in producers.active():
             if partition_log.open_transaction_start(producer.producer_id) is not None:
@@ -341,6 +318,47 @@ class DataDir:
                 )
                 producers.marker_written(producer.producer_id, producer.epoch, now_ms)
         return partition
+
+    def _from_checkpoint(
+        self, directory: Path, partition_log: SegmentedLog, producers: PartitionProducers
+    ) -> bool:
+        """Load a partition from its clean stop's checkpoint; whether it could."""
+        checkpointed = checkpoint.take(directory)
+        if checkpointed is None:
+            return False
+        segments, saved = checkpointed
+        partition_log.store.adopt(segments)
+        try:
+            producers.load_state(saved["producers"])
+            partition_log.load_state(saved)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("%s: checkpoint unreadable (%r); reading the segments", directory, exc)
+            producers.load_state([])
+            return False
+        return True
+
+    def _from_segments(
+        self, directory: Path, partition_log: SegmentedLog, producers: PartitionProducers
+    ) -> None:
+        """Rebuild a partition by reading every batch of its segments (recovery)."""
+
+        def restore(found: RecoveredBatch) -> None:
+            header = found.header
+            partition_log.restore(header, found.length, commit=found.commit)
+            if header.is_control:
+                producers.marker_written(
+                    header.producer_id, header.producer_epoch, header.max_timestamp
+                )
+            elif header.producer_id >= 0:
+                producers.record(header, header.base_offset)
+
+        segments, recovery = recover(directory, restore)
+        partition_log.store.adopt(segments)
+        self.truncated_bytes += recovery.truncated_bytes
+        if segments:
+            partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
+        if recovery.log_start_offset > partition_log.log_start_offset:
+            partition_log.delete_before(recovery.log_start_offset)
 
     def _topics_changed(self) -> None:
         state = self._state

@@ -73,7 +73,7 @@ class SegmentedLog(PartitionLog):
     def state(self) -> dict[str, Any]:
         """Everything but the batches, as plain data (storage/checkpoint.py)."""
         return {
-            **self.transactions_state(),
+            **super().state(),
             "end_position": self._end_position,
             "index": [
                 self._entry_offsets.tolist(),
@@ -97,7 +97,7 @@ class SegmentedLog(PartitionLog):
             first <= position < end_position for position in positions
         ):
             raise ValueError("index positions outside the segments")
-        self.load_transactions_state(state)
+        super().load_state(state)
         self._end_position = end_position
         self._entry_offsets, self._entry_positions, self._entry_max = offsets, positions, maxima
         self._running_max = array("q", itertools.accumulate(maxima, max))

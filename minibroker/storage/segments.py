@@ -177,7 +177,6 @@ class SegmentStore:
         directory: Path,
         segment_bytes: Callable[[], int],
         on_write: Callable[[SegmentStore], None],
-        segments: list[Segment] | None = None,
         *,
         segment_ms: Callable[[], int] = lambda: NEVER,
         now_ms: Callable[[], int] = lambda: 0,
@@ -190,7 +189,6 @@ class SegmentStore:
         self._segments: list[Segment] = []
         self._starts: list[int] = []
         self._unsynced: set[int] = set()  # descriptors written since the last sync
-        self.adopt(segments or [])
 
     def adopt(self, segments: list[Segment]) -> None:
         """Take over the segments recovery found (before anything is written)."""
@@ -202,10 +200,6 @@ class SegmentStore:
     @property
     def segments(self) -> list[Segment]:
         return list(self._segments)
-
-    @property
-    def segment_count(self) -> int:
-        return len(self._segments)
 
     def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
         segments = self._segments
@@ -250,8 +244,9 @@ class SegmentStore:
             self._unsynced.discard(segment.fd)
             segment.close()
 
-    def _read(self, start: int, end: int) -> list[bytes]:
-        pieces: list[bytes] = []
+    def read_pieces(self, start: int, end: int) -> list[bytes | memoryview]:
+        """The bytes at the log's positions [start, end), one piece per segment."""
+        pieces: list[bytes | memoryview] = []
         if start >= end:
             return pieces
         index = bisect.bisect_right(self._starts, start) - 1
@@ -275,13 +270,8 @@ class SegmentStore:
             index += 1
         return pieces
 
-    def read_pieces(self, start: int, end: int) -> list[bytes | memoryview]:
-        """The bytes at the log's positions [start, end), one piece per segment."""
-        return list(self._read(start, end))
-
     def read(self, start: int, end: int) -> bytes:
-        pieces = self._read(start, end)
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return b"".join(self.read_pieces(start, end))  # one piece: no copy
 
     def drop_first(self, position: int) -> None:
         """Delete the segments wholly before `position` (never the active one)."""
@@ -307,7 +297,7 @@ class SegmentStore:
         touched = bisect.bisect_right(self._starts, max(old_end - 1, self._starts[0])) - 1
         last = self._segments[touched]
         last_end = last.start + last.size
-        rest = self._read(old_end, last_end) if old_end < last_end else []
+        rest = self.read_pieces(old_end, last_end)
         first = self._segments[0]
         scratch = first.path.with_suffix(".cleaned")
         with open(scratch, "wb") as file:
