@@ -91,6 +91,20 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = _setting(
         1_800_000, "largest session timeout a member may ask for"
     )
+    group_consumer_session_timeout_ms: int = _setting(
+        45_000,
+        "session timeout of consumer-protocol group members (group.consumer.session.timeout.ms)",
+    )
+    group_consumer_heartbeat_interval_ms: int = _setting(
+        500,
+        "how often consumer-protocol group members heartbeat, so how soon they learn of a "
+        "new assignment (Kafka: 5000; group.consumer.heartbeat.interval.ms)",
+    )
+    group_consumer_assignors: str = _setting(
+        "uniform,range",
+        "server-side assignors of consumer-protocol groups, the first the default "
+        "(group.consumer.assignors)",
+    )
     transaction_max_timeout_ms: int = _setting(
         900_000,
         "largest transaction.timeout.ms a transactional producer may ask for "
@@ -247,6 +261,14 @@ class BrokerConfig:
                 f"at least group_min_session_timeout_ms ({self.group_min_session_timeout_ms})"
             )
 
+        assignors = [a.strip() for a in self.group_consumer_assignors.split(",") if a.strip()]
+        unknown = [a for a in assignors if a not in ("uniform", "range")]
+        if not assignors or unknown:
+            raise ValueError(
+                f"group_consumer_assignors={self.group_consumer_assignors!r}: a comma-separated "
+                "list of uniform and range"
+            )
+
     def super_user_list(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in (self.super_users or "").split(";") if p.strip())
 
@@ -302,6 +324,9 @@ class BrokerConfig:
             "group.initial.rebalance.delay.ms": str(self.group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(self.group_min_session_timeout_ms),
             "group.max.session.timeout.ms": str(self.group_max_session_timeout_ms),
+            "group.consumer.session.timeout.ms": str(self.group_consumer_session_timeout_ms),
+            "group.consumer.heartbeat.interval.ms": str(self.group_consumer_heartbeat_interval_ms),
+            "group.consumer.assignors": self.group_consumer_assignors,
             "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
             "transactional.id.expiration.ms": str(self.transactional_id_expiration_ms),
             "default.replication.factor": "1",
@@ -368,6 +393,8 @@ LEAST_VALUES: Mapping[str, float] = {
     "group_initial_rebalance_delay_ms": 0,
     "group_min_session_timeout_ms": 0,
     "group_max_session_timeout_ms": 0,
+    "group_consumer_session_timeout_ms": 1,
+    "group_consumer_heartbeat_interval_ms": 1,
     "transaction_max_timeout_ms": 1,
     "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0,

@@ -378,6 +378,7 @@ class GroupTimer:
                     log.exception("log compaction failed")
             deadlines = (
                 self.cluster.groups.next_deadline(),
+                self.cluster.consumer_groups.next_deadline(),
                 self.cluster.transactions.next_deadline(),
                 self._next_retention,
                 self._next_cleaning,
@@ -392,6 +393,10 @@ class GroupTimer:
                 self.cluster.groups.tick(clock.monotonic())
             except Exception:
                 log.exception("group coordinator tick failed")
+            try:
+                self.cluster.consumer_groups.tick(clock.monotonic())
+            except Exception:
+                log.exception("consumer group coordinator tick failed")
             try:
                 self.cluster.transactions.tick(clock.monotonic())
             except Exception:

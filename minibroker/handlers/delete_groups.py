@@ -1,7 +1,8 @@
 """DeleteGroups (key 42), versions 0-2.
 
 Only groups without members can be deleted (NON_EMPTY_GROUP otherwise); their committed
-offsets go with them. Unknown groups are GROUP_ID_NOT_FOUND.
+offsets go with them. Unknown groups are GROUP_ID_NOT_FOUND. Classic and
+consumer-protocol groups alike.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for group_id in request.groups_names:
         if not ctx.allows(Operation.DELETE, ResourceType.GROUP, group_id):
             code = int(ErrorCode.group_authorization_failed)
-        elif is_coordinator(ctx, group_id):
-            code = ctx.cluster.groups.delete_group(group_id)
-        else:
+        elif not is_coordinator(ctx, group_id):
             code = rules.NOT_COORDINATOR
+        elif group_id in ctx.cluster.consumer_groups.groups:
+            code = ctx.cluster.consumer_groups.delete_group(group_id)
+        else:
+            code = ctx.cluster.groups.delete_group(group_id)
         results.append(ctx.make("DeletableGroupResult", group_id=group_id, error_code=error(code)))
     return ctx.response(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,7 +1,8 @@
 """DescribeGroups (key 15), versions 0-6.
 
 State, protocol and members (metadata of the chosen protocol and the current assignment).
-An unknown group is reported in state Dead (v6+: with GROUP_ID_NOT_FOUND).
+An unknown group, or a consumer-protocol one (ConsumerGroupDescribe describes those), is
+reported in state Dead (v6+: with GROUP_ID_NOT_FOUND).
 Not done: authorized operations.
 """
 
@@ -39,7 +40,8 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
     if not is_coordinator(ctx, group_id):
         return empty(rules.NOT_COORDINATOR, "")
     group = ctx.cluster.groups.groups.get(group_id)
-    if group is None:
+    if group is None or group_id in ctx.cluster.consumer_groups.groups:
+        # A consumer-protocol group is not described here (ConsumerGroupDescribe is).
         return empty(rules.GROUP_ID_NOT_FOUND if ctx.version >= 6 else rules.NONE, "Dead")
     members = tuple(
         ctx.make(

@@ -47,6 +47,12 @@ def _response(ctx: RequestContext, outcome: JoinOutcome) -> Any:
 def handle(ctx: RequestContext, request: Any) -> Any:
     if not is_coordinator(ctx, request.group_id):
         return _response(ctx, JoinOutcome(error=rules.NOT_COORDINATOR, member_id=request.member_id))
+    if ctx.cluster.consumer_groups.has_members(request.group_id):
+        # A consumer-protocol group: classic members may not join it here.
+        return _response(
+            ctx, JoinOutcome(error=rules.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id)
+        )
+    ctx.cluster.consumer_groups.forget(request.group_id)
     session_ms = millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_ms = millis(rebalance) if rebalance is not None else session_ms

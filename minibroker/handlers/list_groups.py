@@ -1,7 +1,8 @@
 """ListGroups (key 16), versions 0-5.
 
-Groups coordinated by this broker, filtered by state (v4+) and type (v5+; every group
-here is "classic").
+Groups coordinated by this broker, classic and consumer-protocol ones, filtered by state
+(v4+) and type (v5+: "classic" or "consumer"; states are matched without case, as Kafka
+does).
 """
 
 from __future__ import annotations
@@ -22,24 +23,28 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     listed = []
     # With ACLs on: every group for DESCRIBE on the cluster, else those it may describe.
     every_group = ctx.allows(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
-    for group in ctx.cluster.groups.groups.values():
-        if ctx.cluster.coordinator_for(group.group_id) != ctx.node_id:
+    consumer_groups = ctx.cluster.consumer_groups.groups
+    found = [
+        (g.group_id, g.protocol_type or "", g.state.value, "classic")
+        for g in ctx.cluster.groups.groups.values()
+        if g.group_id not in consumer_groups
+    ] + [(g.group_id, "consumer", g.state.value, "consumer") for g in consumer_groups.values()]
+    for group_id, protocol_type, state, group_type in found:
+        if ctx.cluster.coordinator_for(group_id) != ctx.node_id:
             continue
-        if not every_group and not ctx.allows(
-            Operation.DESCRIBE, ResourceType.GROUP, group.group_id
-        ):
+        if not every_group and not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
             continue
-        if states and group.state.value.lower() not in states:
+        if states and state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and group_type not in types:
             continue
         listed.append(
             ctx.make(
                 "ListedGroup",
-                group_id=group.group_id,
-                protocol_type=group.protocol_type or "",
-                group_state=group.state.value,
-                group_type="classic",
+                group_id=group_id,
+                protocol_type=protocol_type,
+                group_state=state,
+                group_type=group_type,
             )
         )
     return ctx.response(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(listed))

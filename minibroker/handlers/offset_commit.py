@@ -8,6 +8,9 @@ partitions are UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes is
 OFFSET_METADATA_TOO_LARGE.
 Committed offsets are kept in memory, not written to __consumer_offsets; those of Empty
 groups expire after offsets.retention.minutes (group_rules: Offset expiry).
+To a consumer-protocol group (Kafka 4), a member commits with its member epoch:
+STALE_MEMBER_EPOCH for another epoch, UNSUPPORTED_VERSION below v9
+(state/consumer_group_rules.py).
 Not done: the retention_time_ms of v2-v4 (the broker's retention applies).
 """
 
@@ -35,6 +38,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     offsets = [o for o in offsets if (o[0], o[1]) not in injected]
     if not is_coordinator(ctx, request.group_id):
         codes = {(t, p): rules.NOT_COORDINATOR for t, p, *_ in offsets}
+    elif request.group_id in ctx.cluster.consumer_groups.groups:
+        codes = ctx.cluster.consumer_groups.commit(
+            ctx.cluster.clock.monotonic(),
+            version=ctx.version,
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.generation_id_or_member_epoch,
+            offsets=offsets,
+        )
     else:
         codes = ctx.cluster.groups.commit(
             ctx.cluster.clock.monotonic(),

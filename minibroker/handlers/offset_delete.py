@@ -21,7 +21,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if not is_coordinator(ctx, request.group_id):
         top, codes = rules.NOT_COORDINATOR, dict[tuple[str, int], int]()
     else:
-        top, codes = ctx.cluster.groups.delete_offsets(request.group_id, wanted)
+        consumer_group = ctx.cluster.consumer_groups.groups.get(request.group_id)
+        top, codes = ctx.cluster.groups.delete_offsets(
+            request.group_id,
+            wanted,
+            subscribed_elsewhere=consumer_group.subscribed_topics() if consumer_group else None,
+        )
     if top != rules.NONE:
         # Kafka answers a group-level error with the error code alone.
         return ctx.response(error_code=error(top), throttle_time=NO_THROTTLE, topics=())

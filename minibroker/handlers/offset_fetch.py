@@ -2,6 +2,8 @@
 
 v1-7 ask for one group, v8+ for a batch of groups. A null topic list (v2+) returns every
 committed offset of the group. Partitions without a commit report offset -1.
+v9+ may name a consumer-protocol member and its epoch: an unknown member is
+UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH (without them anyone may fetch).
 With require_stable (v7+), a partition whose transactional commit (TxnOffsetCommit) still
 waits for its transaction's end is UNSTABLE_OFFSET_COMMIT with offset -1, as Kafka
 answers; the client asks again.
@@ -23,12 +25,22 @@ GROUP_AUTHORIZATION_FAILED = 30
 
 
 def _topics(
-    ctx: RequestContext, group_id: str, wanted: Any, batched: bool, require_stable: bool
+    ctx: RequestContext,
+    group_id: str,
+    wanted: Any,
+    batched: bool,
+    require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[int, Any]:
     if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return GROUP_AUTHORIZATION_FAILED, ()
     if not is_coordinator(ctx, group_id):
         return rules.NOT_COORDINATOR, ()
+    member_id, member_epoch = member
+    if member_id or member_epoch >= 0:
+        code = ctx.cluster.consumer_groups.check_member(group_id, member_id, member_epoch)
+        if code != rules.NONE:
+            return code, ()
     indexes_field = "partition_indexes"
     keys = (
         None
@@ -74,7 +86,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         groups = []
         for wanted in request.groups:
             code, topics = _topics(
-                ctx, wanted.group_id, wanted.topics, batched=True, require_stable=require_stable
+                ctx,
+                wanted.group_id,
+                wanted.topics,
+                batched=True,
+                require_stable=require_stable,
+                member=(getattr(wanted, "member_id", None), getattr(wanted, "member_epoch", -1)),
             )
             groups.append(
                 ctx.make(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -11,6 +12,7 @@ from minibroker.faults import Faults
 from minibroker.state.acl import Acls
 from minibroker.state.broker_configs import BrokerConfigs
 from minibroker.state.clock import BrokerClock, Clock
+from minibroker.state.consumer_groups import ConsumerGroupCoordinator
 from minibroker.state.credentials import Credentials
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
@@ -84,6 +86,11 @@ class ClusterState:
         # Groups moved to another coordinator than their offsets partition's leader.
         self.coordinator_overrides: dict[str, int] = {}
         self.groups = GroupCoordinator(self.config, self._partition_exists)
+        # Groups of Kafka 4's consumer protocol; their offsets are kept by `groups`.
+        self.consumer_groups = ConsumerGroupCoordinator(
+            self.config, self.groups, self._topic_info, self.topics.names
+        )
+        self.topics.on_change.append(self.consumer_groups.topics_changed)
         self.transactions = TransactionCoordinator(
             self.config, self.producer_ids, self._write_markers, self.clock.wall_ms
         )
@@ -149,6 +156,16 @@ class ClusterState:
         for group_id in groups:
             self.groups.transaction_ended(now, group_id, producer_id, commit)
         self.notify_append()
+
+    def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
+        topic = self.topics.get(name)
+        return None if topic is None else (topic.topic_id, len(topic.partitions))
+
+    def group_type(self, group_id: str) -> str | None:
+        """ "consumer" (Kafka 4's protocol), "classic", or None when there is no such group."""
+        if group_id in self.consumer_groups.groups:
+            return "consumer"
+        return "classic" if group_id in self.groups.groups else None
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         found = self.topics.get(topic)

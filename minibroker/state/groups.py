@@ -264,6 +264,12 @@ class GroupCoordinator:
         # (group id, {partition: offset, or None when deleted}), or (group id, None) when
         # the group is gone.
         self.on_offsets: OffsetsListener | None = None
+        # Groups whose members another coordinator runs (the consumer protocol's,
+        # state/consumer_groups.py): only their offsets are kept here, and they do not
+        # expire while held.
+        self.held: set[str] = set()
+        # Told of each group removed (deleted or expired), by group id.
+        self.on_group_removed: Callable[[str], None] | None = None
 
     def _offsets_changed(
         self, group_id: str, changes: dict[tuple[str, int], CommittedOffset | None] | None
@@ -762,7 +768,7 @@ class GroupCoordinator:
 
     def _expiry_deadline(self, group: Group) -> float | None:
         """When the Empty group's next offset (or, without offsets, the group) expires."""
-        if group.state is not GroupState.EMPTY:
+        if group.state is not GroupState.EMPTY or group.group_id in self.held:
             return None
         retention = self.config.offsets_retention_minutes * 60
         if group.had_members or not group.offsets:
@@ -891,6 +897,8 @@ class GroupCoordinator:
 
     def _expire(self, now: float, group: Group) -> None:
         """Offset retention of an Empty group (group_rules: Offset expiry)."""
+        if group.group_id in self.held:
+            return
         retention = self.config.offsets_retention_minutes * 60
         if group.had_members or not group.offsets:
             if now < group.empty_since + retention:
@@ -1041,14 +1049,19 @@ class GroupCoordinator:
         return {key: stored.get(key) for key in partitions}
 
     def delete_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]]
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]],
+        subscribed_elsewhere: set[str] | None = None,
     ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete; `subscribed_elsewhere`: the topics the members of a group another
+        coordinator runs subscribe to."""
         if not group_id:
             return rules.INVALID_GROUP_ID, {}  # "" is for offset commits and fetches only
         group = self.groups.get(group_id)
         if group is None:
             return rules.GROUP_ID_NOT_FOUND, {}
-        subscribed: set[str] = set()
+        subscribed: set[str] = subscribed_elsewhere or set()
         if group.state is not GroupState.EMPTY:
             topics = group.subscribed_topics()
             if topics is None:
@@ -1080,6 +1093,8 @@ class GroupCoordinator:
         group.transition(GroupState.DEAD)
         del self.groups[group.group_id]
         self._offsets_changed(group.group_id, None)
+        if self.on_group_removed is not None:
+            self.on_group_removed(group.group_id)
         stale = len(group.timers)
         group.timers.clear()
         self._note_stale(stale)
@@ -1094,6 +1109,54 @@ class GroupCoordinator:
                 del group.offsets[key]
             self._offsets_changed(group.group_id, dict.fromkeys(keys))
             if group.state is GroupState.EMPTY and not group.offsets:
-                self._remove_group(group)
+                if group.group_id not in self.held:
+                    self._remove_group(group)
             elif keys:
                 self._arm_expiry(group)
+
+    # --- offsets of groups another coordinator runs ---
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members or group.pending_members)
+
+    def hold(self, now: float, group_id: str) -> None:
+        """Keep the offsets of a group whose members another coordinator runs; they do
+        not expire until `release`."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self._create_group(now, group_id)
+        self.held.add(group_id)
+        self._forget(group, Timer.EXPIRY, "")
+
+    def release(self, now: float, group_id: str) -> None:
+        """The held group has no members any more: its offsets expire as an Empty
+        group's that had members (group_rules: Offset expiry)."""
+        self.held.discard(group_id)
+        group = self.groups.get(group_id)
+        if group is not None and group.state is GroupState.EMPTY:
+            group.empty_since = now
+            group.had_members = True
+            self._arm_expiry(group)
+
+    def drop(self, group_id: str) -> None:
+        """The other coordinator deleted the group: its offsets go too."""
+        self.held.discard(group_id)
+        group = self.groups.get(group_id)
+        if group is not None and group.state is GroupState.EMPTY:
+            self._remove_group(group)
+
+    def store_offsets(
+        self, now: float, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]
+    ) -> dict[tuple[str, int], int]:
+        """Keep offsets the other coordinator has checked; the error code of each."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self._create_group(now, group_id)
+        results = self._store(now, offsets, group.offsets)
+        self._offsets_changed(
+            group_id, {key: group.offsets[key] for key, code in results.items() if not code}
+        )
+        if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
+            self._arm_expiry(group)
+        return results

@@ -1,0 +1,632 @@
+"""Group coordinator for Kafka 4's consumer group protocol (KIP-848). Sans-IO.
+
+The rules are in `consumer_group_rules`; the assignors in `server_assignors`. Committed
+offsets are kept by the classic coordinator (`GroupCoordinator.hold` and friends), so
+OffsetFetch, retention and the data directory treat both kinds of group alike; this
+module checks who may commit and with which epoch.
+
+Timing: each member has a session deadline (renewed by every heartbeat) and, while it
+must revoke partitions, a revocation deadline (its rebalance timeout). One heap holds an
+entry per member no later than its earliest deadline; an entry that surfaces early is
+pushed again at the real deadline, so a heartbeat costs no heap work and `tick` looks
+only at members whose time may be up.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from minibroker.config import BrokerConfig
+from minibroker.state import consumer_group_rules as rules
+from minibroker.state.consumer_group_rules import (
+    Assignment,
+    ConsumerGroupState,
+    MemberState,
+    group_state,
+    reconcile,
+)
+from minibroker.state.groups import GroupCoordinator
+from minibroker.state.server_assignors import ASSIGNORS
+
+log = logging.getLogger("minibroker.groups")
+
+# What RE2 (Kafka's regex engine) lacks and Python's re has: refused rather than
+# matched differently.
+_UNSUPPORTED_REGEX = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?\(")
+
+TopicInfo = Callable[[str], "tuple[uuid.UUID, int] | None"]
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_names: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    state: MemberState = MemberState.STABLE
+    member_epoch: int = 0
+    previous_epoch: int = -1
+    assigned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    pending_revocation: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    session_deadline: float = 0.0
+    revocation_deadline: float | None = None
+    timer_at: float | None = None  # the deadline of this member's live heap entry
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member
+    target: dict[str, dict[uuid.UUID, frozenset[int]]] = field(default_factory=dict)
+    # Who holds each partition (assigned or still revoking): member id.
+    owners: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
+    # The subscribed topics' (id, partitions) the target was computed from.
+    topics_seen: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    topics_version: int = -1
+    regex_topics: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    assignor: str = "uniform"
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        return group_state(
+            len(self.members),
+            self.group_epoch,
+            self.assignment_epoch,
+            [(m.member_epoch, m.state) for m in self.members.values()],
+        )
+
+    def subscribed_topics(self) -> set[str]:
+        topics: set[str] = set()
+        for member in self.members.values():
+            topics.update(member.subscribed_names)
+            if member.subscribed_regex is not None:
+                topics.update(self.regex_topics.get(member.subscribed_regex, ()))
+        return topics
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatOutcome:
+    error: int
+    message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    assignment: Assignment | None = None
+
+
+def _fail(code: int, message: str, member_id: str = "") -> HeartbeatOutcome:
+    return HeartbeatOutcome(error=code, message=message, member_id=member_id)
+
+
+def as_assignment(owned: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> Assignment:
+    merged: dict[uuid.UUID, frozenset[int]] = {}
+    for topic_id, parts in owned:
+        merged[topic_id] = merged.get(topic_id, frozenset()) | frozenset(parts)
+    return merged
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a subscription regex is refused, or None."""
+    if _UNSUPPORTED_REGEX.search(pattern):
+        return f"Invalid regular expression {pattern!r}: look-around and back references"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"Invalid regular expression {pattern!r}: {exc}"
+    return None
+
+
+class ConsumerGroupCoordinator:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        offsets: GroupCoordinator,
+        topic_info: TopicInfo,
+        topic_names: Callable[[], Iterable[str]],
+    ) -> None:
+        self.config = config
+        self.offsets = offsets
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._topic_info = topic_info
+        self._topic_names = topic_names
+        self.topics_version = 0  # bumped by the cluster whenever topics change
+        self._heap: list[tuple[float, int, str, str]] = []
+        self._sequence = 0
+        offsets.on_group_removed = self._offsets_gone
+
+    def _offsets_gone(self, group_id: str) -> None:
+        """An Empty group's offsets expired (or were deleted): the group goes with them."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            del self.groups[group_id]
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self.config.group_consumer_heartbeat_interval_ms
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self.config.group_consumer_session_timeout_ms
+
+    def assignors(self) -> list[str]:
+        return [a.strip() for a in self.config.group_consumer_assignors.split(",") if a.strip()]
+
+    def topics_changed(self) -> None:
+        self.topics_version += 1
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    # --- ConsumerGroupHeartbeat ---
+
+    def heartbeat(
+        self,
+        now: float,
+        *,
+        version: int,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_names: tuple[str, ...] | None,
+        subscribed_regex: str | None,
+        server_assignor: str | None,
+        owned: Assignment | None,
+        client_id: str,
+        client_host: str,
+        classic_busy: bool,
+    ) -> HeartbeatOutcome:
+        invalid = self._invalid(
+            version, group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms,
+            subscribed_names, subscribed_regex, owned,
+        )  # fmt: skip
+        if invalid is not None:
+            return _fail(rules.INVALID_REQUEST, invalid, member_id)
+        if server_assignor is not None and server_assignor not in self.assignors():
+            return _fail(
+                rules.UNSUPPORTED_ASSIGNOR,
+                f"Assignor {server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.assignors())}.",
+                member_id,
+            )
+        if subscribed_regex is not None and (problem := regex_problem(subscribed_regex)):
+            return _fail(rules.INVALID_REGULAR_EXPRESSION, problem, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_epoch != rules.JOIN_EPOCH:
+                return _fail(rules.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.", member_id)
+            if classic_busy:
+                return _fail(rules.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.assignors()[0])
+            self.offsets.hold(now, group_id)
+        if member_epoch == rules.JOIN_EPOCH and not member_id:
+            member_id = str(uuid.uuid4())  # v0: the coordinator names the member
+        if member_epoch in (rules.LEAVE_EPOCH, rules.STATIC_LEAVE_EPOCH):
+            return self._leave(now, group, member_id, member_epoch, instance_id)
+
+        member = group.members.get(member_id)
+        bump = False
+        if member_epoch == rules.JOIN_EPOCH:
+            if instance_id is not None:
+                holder = group.static_members.get(instance_id)
+                if holder is not None and holder != member_id:
+                    previous = group.members[holder]
+                    if previous.member_epoch != rules.STATIC_LEAVE_EPOCH:
+                        return _fail(
+                            rules.UNRELEASED_INSTANCE_ID,
+                            f"Static member {holder} with instance id {instance_id} is not "
+                            "released yet.",
+                            member_id,
+                        )
+                    member = self._replace_static(group, previous, member_id)
+            if member is None:
+                if not group.members:
+                    self.offsets.hold(now, group_id)
+                member = Member(
+                    member_id=member_id,
+                    instance_id=instance_id,
+                    rack_id=rack_id,
+                    client_id=client_id,
+                    client_host=client_host,
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                )
+                group.members[member_id] = member
+                if instance_id is not None:
+                    group.static_members[instance_id] = member_id
+                bump = True
+                log.debug("group %s: member %s joined", group_id, member_id)  # pragma: no mutate
+        else:
+            if member is None:
+                return _fail(
+                    rules.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group_id}.",
+                    member_id,
+                )
+            if instance_id is not None and member.instance_id != instance_id:
+                return _fail(
+                    rules.FENCED_INSTANCE_ID,
+                    f"Instance id {instance_id} is not member {member_id}'s.",
+                    member_id,
+                )
+            fenced = self._epoch_problem(member, member_epoch, owned)
+            if fenced is not None:
+                return _fail(rules.FENCED_MEMBER_EPOCH, fenced, member_id)
+
+        # Fields a heartbeat repeats only when they change.
+        member.client_id, member.client_host = client_id, client_host
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if rebalance_timeout_ms > 0:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if subscribed_names is not None and set(subscribed_names) != set(member.subscribed_names):
+            member.subscribed_names = tuple(sorted(set(subscribed_names)))
+            bump = True
+        if subscribed_regex is not None and subscribed_regex != member.subscribed_regex:
+            member.subscribed_regex = subscribed_regex or None
+            bump = True
+        if server_assignor is not None and server_assignor != member.server_assignor:
+            member.server_assignor = server_assignor
+            bump = True
+        bump = self._topics_moved(group) or bump
+        if bump:
+            self._new_target(group)
+
+        before = member.assigned
+        self._reconcile(now, group, member, owned)
+        member.session_deadline = now + self.session_timeout_ms / 1000
+        self._arm(group, member)
+        full = member_epoch == rules.JOIN_EPOCH or (
+            rebalance_timeout_ms != -1
+            and (subscribed_names is not None or subscribed_regex is not None)
+            and owned is not None
+        )
+        return HeartbeatOutcome(
+            error=rules.NONE,
+            member_id=member_id,
+            member_epoch=member.member_epoch,
+            assignment=dict(member.assigned) if full or member.assigned != before else None,
+        )
+
+    @staticmethod
+    def _invalid(
+        version: int,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_names: tuple[str, ...] | None,
+        subscribed_regex: str | None,
+        owned: Assignment | None,
+    ) -> str | None:
+        """Why a heartbeat is INVALID_REQUEST (consumer_group_rules), or None."""
+        if not group_id:
+            return "GroupId can't be empty."
+        if instance_id == "":
+            return "InstanceId can't be empty."
+        if version >= 1 and not member_id:
+            return "MemberId can't be empty."
+        if member_epoch < rules.STATIC_LEAVE_EPOCH:
+            return f"MemberEpoch {member_epoch} is invalid."
+        if member_epoch == rules.JOIN_EPOCH:
+            if rebalance_timeout_ms == -1:
+                return "RebalanceTimeoutMs must be provided in first request."
+            if owned is None or any(owned.values()):
+                return "TopicPartitions must be empty when (re-)joining."
+            if subscribed_names is None and subscribed_regex is None:
+                return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+        elif not member_id:
+            return "MemberId can't be empty."
+        if member_epoch == rules.STATIC_LEAVE_EPOCH and instance_id is None:
+            return "InstanceId can't be null when leaving with epoch -2."
+        return None
+
+    @staticmethod
+    def _epoch_problem(member: Member, received: int, owned: Assignment | None) -> str | None:
+        if received > member.member_epoch:
+            return (
+                f"The consumer group member has a greater member epoch ({received}) than the "
+                f"one known by the group coordinator ({member.member_epoch}). The member must "
+                "abandon all its partitions and rejoin."
+            )
+        if received < member.member_epoch:
+            subset = owned is not None and all(
+                parts <= member.assigned.get(topic_id, frozenset())
+                for topic_id, parts in owned.items()
+            )
+            if received != member.previous_epoch or not subset:
+                return (
+                    f"The consumer group member has a smaller member epoch ({received}) than "
+                    f"the one known by the group coordinator ({member.member_epoch}). The "
+                    "member must abandon all its partitions and rejoin."
+                )
+        return None
+
+    def _replace_static(self, group: ConsumerGroup, previous: Member, member_id: str) -> Member:
+        """A restarted static member takes its predecessor's place, epoch and partitions."""
+        old_id = previous.member_id
+        del group.members[old_id]
+        previous.member_id = member_id
+        previous.member_epoch = previous.previous_epoch
+        previous.timer_at = None
+        group.members[member_id] = previous
+        if previous.instance_id is not None:
+            group.static_members[previous.instance_id] = member_id
+        for key, owner in group.owners.items():
+            if owner == old_id:
+                group.owners[key] = member_id
+        if old_id in group.target:
+            group.target[member_id] = group.target.pop(old_id)
+        return previous
+
+    def _leave(
+        self,
+        now: float,
+        group: ConsumerGroup,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+    ) -> HeartbeatOutcome:
+        member = group.members.get(member_id)
+        if member is None and instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            member = group.members.get(holder) if holder is not None else None
+            if member is not None:
+                return _fail(
+                    rules.FENCED_INSTANCE_ID,
+                    f"Instance id {instance_id} is not member {member_id}'s.",
+                    member_id,
+                )
+        if member is None:
+            return _fail(
+                rules.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+                member_id,
+            )
+        if member_epoch == rules.STATIC_LEAVE_EPOCH:
+            # Kept, partitions and all, until its session runs out or it comes back.
+            member.previous_epoch = member.member_epoch
+            member.member_epoch = rules.STATIC_LEAVE_EPOCH
+            member.session_deadline = now + self.session_timeout_ms / 1000
+            member.revocation_deadline = None
+            self._arm(group, member)
+            return HeartbeatOutcome(error=rules.NONE, member_id=member_id, member_epoch=-2)
+        self._remove(now, group, member, "left")
+        return HeartbeatOutcome(error=rules.NONE, member_id=member_id, member_epoch=-1)
+
+    def _remove(self, now: float, group: ConsumerGroup, member: Member, why: str) -> None:
+        log.debug(
+            "group %s: member %s %s",  # pragma: no mutate
+            group.group_id,  # pragma: no mutate
+            member.member_id,  # pragma: no mutate
+            why,  # pragma: no mutate
+        )
+        del group.members[member.member_id]
+        instance_id = member.instance_id
+        if instance_id is not None and group.static_members.get(instance_id) == member.member_id:
+            del group.static_members[instance_id]
+        self._set_owned(group, member, {}, {})
+        group.target.pop(member.member_id, None)
+        if group.members:
+            self._new_target(group)
+        else:
+            group.group_epoch += 1
+            group.assignment_epoch = group.group_epoch
+            self.offsets.release(now, group.group_id)
+
+    # --- the target assignment ---
+
+    def _resolve(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        """The subscribed topics that exist: name -> (topic id, partitions)."""
+        regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
+        if regexes:
+            names = [n for n in self._topic_names() if not n.startswith("__")]
+            group.regex_topics = {
+                pattern: tuple(n for n in names if re.fullmatch(pattern, n)) for pattern in regexes
+            }
+        else:
+            group.regex_topics = {}
+        seen = {}
+        for name in group.subscribed_topics():
+            info = self._topic_info(name)
+            if info is not None:
+                seen[name] = info
+        return seen
+
+    def _topics_moved(self, group: ConsumerGroup) -> bool:
+        """Whether a subscribed topic was created, deleted or grew since the target."""
+        if group.topics_version == self.topics_version:
+            return False
+        group.topics_version = self.topics_version
+        return self._resolve(group) != group.topics_seen
+
+    def _new_target(self, group: ConsumerGroup) -> None:
+        """Bump the group epoch and compute the target assignment for it."""
+        group.topics_version = self.topics_version
+        group.topics_seen = self._resolve(group)
+        group.group_epoch += 1
+        chosen = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        group.assignor = max(set(chosen), key=chosen.count) if chosen else self.assignors()[0]
+        subscriptions = {}
+        for member in group.members.values():
+            names = set(member.subscribed_names)
+            if member.subscribed_regex is not None:
+                names.update(group.regex_topics.get(member.subscribed_regex, ()))
+            subscriptions[member.member_id] = frozenset(
+                group.topics_seen[n][0] for n in names if n in group.topics_seen
+            )
+        counts = dict(group.topics_seen.values())
+        group.target = ASSIGNORS[group.assignor](subscriptions, counts, group.target)
+        group.assignment_epoch = group.group_epoch
+        log.debug(
+            "group %s: epoch %d, target %s",  # pragma: no mutate
+            group.group_id,  # pragma: no mutate
+            group.group_epoch,  # pragma: no mutate
+            group.target,  # pragma: no mutate
+        )
+
+    def _reconcile(
+        self, now: float, group: ConsumerGroup, member: Member, owned: Assignment | None
+    ) -> None:
+        if member.member_epoch == rules.STATIC_LEAVE_EPOCH:
+            return
+
+        def owned_by_other(topic_id: uuid.UUID, partition: int) -> bool:
+            owner = group.owners.get((topic_id, partition))
+            return owner is not None and owner != member.member_id
+
+        step = reconcile(
+            state=member.state,
+            member_epoch=member.member_epoch,
+            assigned=member.assigned,
+            pending_revocation=member.pending_revocation,
+            target=group.target.get(member.member_id, {}),
+            target_epoch=group.assignment_epoch,
+            owned=owned,
+            owned_by_other=owned_by_other,
+        )
+        if step.member_epoch != member.member_epoch:
+            member.previous_epoch = member.member_epoch
+        if step.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.state is not MemberState.UNREVOKED_PARTITIONS:
+                member.revocation_deadline = now + member.rebalance_timeout_ms / 1000
+        else:
+            member.revocation_deadline = None
+        member.state = step.state
+        member.member_epoch = step.member_epoch
+        self._set_owned(group, member, step.assigned, step.pending_revocation)
+
+    @staticmethod
+    def _set_owned(
+        group: ConsumerGroup,
+        member: Member,
+        assigned: dict[uuid.UUID, frozenset[int]],
+        revoking: dict[uuid.UUID, frozenset[int]],
+    ) -> None:
+        for held in (member.assigned, member.pending_revocation):
+            for topic_id, parts in held.items():
+                for index in parts:
+                    if group.owners.get((topic_id, index)) == member.member_id:
+                        del group.owners[(topic_id, index)]
+        for held in (assigned, revoking):
+            for topic_id, parts in held.items():
+                for index in parts:
+                    group.owners[(topic_id, index)] = member.member_id
+        member.assigned, member.pending_revocation = assigned, revoking
+
+    # --- time ---
+
+    def _deadline(self, member: Member) -> float:
+        if member.revocation_deadline is not None:
+            return min(member.session_deadline, member.revocation_deadline)
+        return member.session_deadline
+
+    def _arm(self, group: ConsumerGroup, member: Member) -> None:
+        deadline = self._deadline(member)
+        if member.timer_at is not None and member.timer_at <= deadline:
+            return
+        member.timer_at = deadline
+        self._sequence += 1
+        heapq.heappush(self._heap, (deadline, self._sequence, group.group_id, member.member_id))
+
+    def next_deadline(self) -> float | None:
+        while self._heap:
+            deadline, _, group_id, member_id = self._heap[0]
+            group = self.groups.get(group_id)
+            member = group.members.get(member_id) if group else None
+            if member is not None and member.timer_at == deadline:
+                return deadline
+            heapq.heappop(self._heap)  # stale
+        return None
+
+    def tick(self, now: float) -> None:
+        """Fence members whose session or revocation time ran out."""
+        while self._heap and self._heap[0][0] <= now:
+            deadline, _, group_id, member_id = heapq.heappop(self._heap)
+            group = self.groups.get(group_id)
+            member = group.members.get(member_id) if group else None
+            if group is None or member is None or member.timer_at != deadline:
+                continue
+            member.timer_at = None
+            actual = self._deadline(member)
+            if actual > now:
+                self._arm(group, member)
+                continue
+            timed_out = "session timed out" if member.session_deadline <= now else "revoke timeout"
+            self._remove(now, group, member, timed_out)
+
+    # --- offsets ---
+
+    def commit(
+        self,
+        now: float,
+        *,
+        version: int,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        offsets: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """OffsetCommit to a consumer group (consumer_group_rules: Offsets)."""
+        code = self.check_member(group_id, member_id, member_epoch)
+        if code == rules.NONE and member_id and version < 9:
+            code = rules.UNSUPPORTED_VERSION
+        if code != rules.NONE:
+            return {(t, p): code for t, p, *_ in offsets}
+        return self.offsets.store_offsets(now, group_id, offsets)
+
+    def check_member(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """Whether a member (or, with epoch -1 and no id, anyone) may commit or fetch."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return rules.NONE
+        if member_epoch < 0 and not member_id and not group.members:
+            return rules.NONE
+        if member_epoch < 0 and not member_id:
+            return rules.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id or "")
+        if member is None:
+            return rules.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return rules.STALE_MEMBER_EPOCH
+        return rules.NONE
+
+    # --- administration ---
+
+    def delete_group(self, group_id: str) -> int:
+        group = self.groups.get(group_id)
+        if group is None:
+            return rules.GROUP_ID_NOT_FOUND
+        if group.members:
+            return 68  # NON_EMPTY_GROUP
+        del self.groups[group_id]
+        self.offsets.drop(group_id)
+        return rules.NONE
+
+    def forget(self, group_id: str) -> None:
+        """A classic member joins an empty consumer group: it becomes a classic group."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            del self.groups[group_id]
+
+    def topic_names_by_id(self) -> Mapping[uuid.UUID, str]:
+        names: dict[uuid.UUID, str] = {}
+        for group in self.groups.values():
+            for name, (topic_id, _) in group.topics_seen.items():
+                names[topic_id] = name
+        return names
