@@ -864,6 +864,51 @@ def _probe_offset_delete(probe: Probe, version: int) -> None:
     ]
 
 
+def _join_consumer_group(probe: Probe, group: str, version: int) -> Any:
+    """A member joins a fresh consumer-protocol group alone (ConsumerGroupHeartbeat)."""
+    return probe.exchange(
+        68,
+        version,
+        group_id=group,
+        member_id=str(uuid.uuid4()) if version >= 1 else "",
+        member_epoch=0,
+        rebalance_timeout=30_000,
+        subscribed_topic_names=[TOPIC],
+        topic_partitions=[],
+    )
+
+
+def _probe_consumer_group_heartbeat(probe: Probe, version: int) -> None:
+    answer = _join_consumer_group(probe, f"consumer-heartbeat-v{version}", version)
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)
+    assert answer.member_id
+    assert answer.assignment is not None
+    assert [(t.topic_id, t.partitions) for t in answer.assignment.topic_partitions] == [
+        (probe.topic_id, (0,))
+    ]
+
+
+def _probe_consumer_group_describe(probe: Probe, version: int) -> None:
+    group = f"consumer-describe-v{version}"
+    joined = _join_consumer_group(probe, group, 0)
+    answer = probe.exchange(69, version, group_ids=[group], include_authorized_operations=False)
+    [described] = answer.groups
+    assert (described.error_code, described.group_id, described.group_epoch) == (
+        ErrorCode.none,
+        group,
+        1,
+    )
+    [member] = described.members
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (
+        joined.member_id,
+        1,
+        (TOPIC,),
+    )
+    assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [
+        (TOPIC, (0,))
+    ]
+
+
 def _probe_describe_cluster(probe: Probe, version: int) -> None:
     answer = probe.exchange(
         60,
@@ -1019,6 +1064,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     61: _probe_describe_producers,
     65: _probe_describe_transactions,
     66: _probe_list_transactions,
+    68: _probe_consumer_group_heartbeat,
+    69: _probe_consumer_group_describe,
     75: _probe_describe_topic_partitions,
 }
 

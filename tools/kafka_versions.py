@@ -7,7 +7,8 @@
 Kafka 2.8 to 3.9 come from Kafka's message definitions as data (`../shared/kafka/
 request-versions.json`: each request's `validVersions`, the listeners serving it and
 whether its newest version is unstable): an API is in a release's table when a broker
-listener (ZooKeeper-based or KRaft) serves it, up to its newest stable version. Kafka 4.0
+listener (ZooKeeper-based or KRaft) serves it with default settings, up to its newest
+stable version. Kafka 4.0
 (which removed the versions of KIP-896) comes from its Java client, kafka-clients 4.0.x,
 fetched with Maven: `BrokerApiVersions.java` asks its ApiKeys what a broker listener
 serves. The same program run on kafka-clients 3.9 gives the 3.9 table read from the data.
@@ -36,6 +37,10 @@ PROGRAM = ROOT / "tools" / "kafka_versions" / "BrokerApiVersions.java"
 FROM_DATA = {"2.8": "2.8.2", "3.0": "3.0.2", "3.5": "3.5.2", "3.9": "3.9.0"}
 FROM_CLIENT = {"4.0": "4.0.2"}
 BROKER_LISTENERS = {"zkBroker", "broker"}
+# APIs a 3.x broker serves only when a setting that is off by default turns them on:
+# ConsumerGroupHeartbeat and ConsumerGroupDescribe need
+# group.coordinator.rebalance.protocols to include "consumer" before Kafka 4.0.
+OFF_BY_DEFAULT = {68, 69}
 
 HEADER = '''"""The API versions each Kafka release's brokers served: release line -> api key ->
 (oldest, newest). Written by tools/kafka_versions.py from Kafka's message definitions
@@ -55,6 +60,8 @@ def from_data(release: str) -> dict[int, tuple[int, int]]:
     for key, api in apis.items():
         listeners = api.get("listeners")
         if listeners is not None and not BROKER_LISTENERS & set(listeners):
+            continue
+        if int(key) in OFF_BY_DEFAULT:
             continue
         newest = api["max"] - (1 if api.get("latestVersionUnstable") else 0)
         if newest >= api["min"]:

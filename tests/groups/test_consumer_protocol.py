@@ -39,6 +39,12 @@ PARTITIONS = 6
 # and moving a partition takes a revocation and an assignment: a few heartbeats.
 SETTLE = 30.0
 ADMIN_TIMEOUT = 15.0
+DRAIN = 15.0  # seconds for settled members to read what is left
+# Kafka re-evaluates a group's patterns at most every 10 s, on a heartbeat, and hands
+# the result out at a later one: a new topic is picked up within about 20 s.
+REGEX_PICKUP = 40.0
+# Longer than Kafka's heartbeat interval (5 s), far shorter than its session timeout (45 s).
+AWAY = 6.0
 
 Record = tuple[str, int, int]  # topic, partition, offset
 
@@ -75,6 +81,20 @@ def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> Non
         )
 
     assert wait_until(ready, ADMIN_TIMEOUT, interval=0.1), f"{name} has no leaders"
+
+
+def described(admin: AdminClient, group: str) -> Any:
+    """The group's ConsumerGroupDescription."""
+    futures = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT)
+    return futures[group].result(ADMIN_TIMEOUT)
+
+
+def members_of(admin: AdminClient, group: str) -> int:
+    """How many members the group has (none while the broker does not know it)."""
+    try:
+        return len(described(admin, group).members)
+    except KafkaException:
+        return 0
 
 
 class Writer:
@@ -120,9 +140,17 @@ class Member:
     on_revoke those taken away)."""
 
     def __init__(
-        self, bootstrap: str, group: str, name: str, topics: list[str], **settings: Any
+        self,
+        bootstrap: str,
+        group: str,
+        name: str,
+        topics: list[str],
+        *,
+        batch: int = 500,
+        **settings: Any,
     ) -> None:
         self.name = name
+        self.batch = batch
         self.owned: set[tuple[str, int]] = set()
         self.events: list[tuple[float, str, tuple[tuple[str, int], ...]]] = []
         self.records: list[Record] = []
@@ -171,7 +199,7 @@ class Member:
         """Consume what is there, then commit it (synchronously) before the next batch."""
         if self.closed:
             return
-        batch = self.consumer.consume(500, timeout)
+        batch = self.consumer.consume(self.batch, timeout)
         positions: dict[tuple[str, int], int] = {}
         for message in batch:
             error = message.error()
@@ -242,9 +270,14 @@ def settle(
 
 
 def start(
-    broker: KafkaService, members: list[Member], group: str, topic: str, names: Iterable[str]
+    broker: KafkaService,
+    members: list[Member],
+    group: str,
+    topic: str,
+    names: Iterable[str],
+    **settings: Any,
 ) -> list[Member]:
-    added = [Member(broker.bootstrap_servers, group, name, [topic]) for name in names]
+    added = [Member(broker.bootstrap_servers, group, name, [topic], **settings) for name in names]
     members.extend(added)
     return added
 
@@ -259,7 +292,9 @@ def test_three_members_share_six_partitions_and_read_each_record_once(
     topic, group = unique("kip848-share"), unique("group")
     create_topic(broker.bootstrap_servers, topic)
     produced = produce(broker.bootstrap_servers, topic, 100)
-    trio = start(broker, members, group, topic, ["c1", "c2", "c3"])
+    # Small batches: the first member is still reading when partitions move to the others,
+    # who must carry on from its commits.
+    trio = start(broker, members, group, topic, ["c1", "c2", "c3"], batch=5)
 
     settle(
         trio,
@@ -299,6 +334,7 @@ def test_a_fourth_member_joining_mid_stream_takes_partitions_and_loses_nothing(
         members,
         lambda: set(produced) <= set(consumed(members)),
         "the records produced were not all consumed",
+        timeout=DRAIN,
     )
 
     assignments = [m.assignment(topic) for m in members]
@@ -428,9 +464,7 @@ def test_the_admin_client_lists_and_describes_a_consumer_protocol_group(
     assert group not in listed(types={ConsumerGroupType.CLASSIC})
     assert group in listed(states={ConsumerGroupState.STABLE})
 
-    description = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT)[
-        group
-    ].result(ADMIN_TIMEOUT)
+    description = described(admin, group)
     assert description.group_id == group
     assert description.type == ConsumerGroupType.CONSUMER
     assert description.state == ConsumerGroupState.STABLE
@@ -440,19 +474,19 @@ def test_the_admin_client_lists_and_describes_a_consumer_protocol_group(
     by_client = {m.client_id: m for m in description.members}
     assert set(by_client) == {"c1", "c2", "c3"}
     assert len({m.member_id for m in description.members}) == 3
-    described = {
+    reported = {
         name: {tp.partition for tp in by_client[name].assignment.topic_partitions}
         for name in by_client
     }
     # What the broker reports each member holds is what that member's client holds.
-    assert described == {m.name: m.assignment(topic) for m in trio}
-    assert sorted(p for held in described.values() for p in held) == list(range(PARTITIONS))
+    assert reported == {m.name: m.assignment(topic) for m in trio}
+    assert sorted(p for held in reported.values() for p in held) == list(range(PARTITIONS))
     for member in description.members:
         assert {tp.topic for tp in member.assignment.topic_partitions} == {topic}
         assert member.group_instance_id is None
         if member.target_assignment is not None:  # settled: target and current agree
             target = {tp.partition for tp in member.target_assignment.topic_partitions}
-            assert target == described[member.client_id]
+            assert target == reported[member.client_id]
 
 
 @pytest.mark.parity
@@ -464,10 +498,9 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(
     group = unique("group")
     member = Member(broker.bootstrap_servers, group, "rx", [f"^{prefix}-.*"])
     members.append(member)
-    # The subscription is in place (and matches nothing) before the topic exists.
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        member.pump()
+    # The member has joined, its pattern matching nothing yet, before the topic exists.
+    admin = admin_for(broker.bootstrap_servers)
+    settle(members, lambda: members_of(admin, group) == 1, "the member did not join")
     assert not member.owned
 
     create_topic(broker.bootstrap_servers, other, 2)
@@ -479,9 +512,10 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(
         members,
         lambda: set(produced) <= set(member.records),
         f"the regex subscription did not read {matching}",
+        timeout=REGEX_PICKUP,
     )
     picked_up = min(at for at, kind, _ in member.events if kind == "assigned") - created
-    assert picked_up < SETTLE
+    assert picked_up < REGEX_PICKUP
     assert member.owned == {(matching, 0), (matching, 1)}
     assert sorted(member.records) == sorted(produced), "records of another topic, or twice"
     assert not member.errors, member.errors
@@ -502,6 +536,12 @@ def test_a_static_member_restarting_within_its_session_gets_its_partitions_back(
 
     restarted_at = time.monotonic()
     static.close()
+    # Away for longer than a heartbeat interval, but well within the session timeout:
+    # its partitions wait for it rather than moving to the other member.
+    deadline = time.monotonic() + AWAY
+    while time.monotonic() < deadline:
+        other.pump()
+    assert other.partitions(topic) == others == other.assignment(topic)
     again = Member(bootstrap, group, "static-again", [topic], **{"group.instance.id": "instance-1"})
     members.append(again)
     pair = [again, other]

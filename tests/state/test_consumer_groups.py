@@ -1,0 +1,379 @@
+"""Kafka 4's consumer group protocol as a pure state machine: members, epochs,
+reconciliation, fencing, timeouts and offsets, driven with a fake clock and no sockets."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+from minibroker.config import BrokerConfig
+from minibroker.state import consumer_group_rules as rules
+from minibroker.state.consumer_group_rules import ConsumerGroupState, MemberState, reconcile
+from minibroker.state.consumer_groups import (
+    ConsumerGroupCoordinator,
+    HeartbeatOutcome,
+    regex_problem,
+)
+from minibroker.state.groups import GroupCoordinator
+from minibroker.state.server_assignors import range_assignor, uniform
+
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+SESSION_S = 45.0
+
+
+@dataclass
+class Harness:
+    now: float = 0.0
+    topics: dict[str, tuple[uuid.UUID, int]] = field(
+        default_factory=lambda: {"t": (T1, 6), "u": (T2, 2)}
+    )
+
+    def __post_init__(self) -> None:
+        config = BrokerConfig(offsets_retention_minutes=1)
+        self.offsets = GroupCoordinator(config)
+        self.coordinator = ConsumerGroupCoordinator(
+            config, self.offsets, self.topics.get, lambda: list(self.topics)
+        )
+        # member id -> what it owns, as a client that acknowledges at once would say
+        self.owned: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+        self.epochs: dict[str, int] = {}
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.coordinator.tick(self.now)
+
+    def beat(
+        self,
+        member: str,
+        *,
+        epoch: int | None = None,
+        topics: tuple[str, ...] | None = None,
+        regex: str | None = None,
+        instance: str | None = None,
+        assignor: str | None = None,
+        owned: dict[uuid.UUID, frozenset[int]] | None = None,
+        group: str = "g",
+        version: int = 1,
+    ) -> HeartbeatOutcome:
+        joining = epoch == 0 or (epoch is None and member not in self.epochs)
+        if joining:
+            epoch = 0
+            if topics is None and regex is None:
+                topics = ("t",)
+        outcome = self.coordinator.heartbeat(
+            self.now,
+            version=version,
+            group_id=group,
+            member_id=member,
+            member_epoch=self.epochs.get(member, 0) if epoch is None else epoch,
+            instance_id=instance,
+            rack_id=None,
+            rebalance_timeout_ms=60_000 if joining else -1,
+            subscribed_names=topics,
+            subscribed_regex=regex,
+            server_assignor=assignor,
+            owned={} if joining else (self.owned.get(member, {}) if owned is None else owned),
+            client_id="client",
+            client_host="127.0.0.1",
+            classic_busy=False,
+        )
+        if outcome.error == rules.NONE:
+            self.epochs[outcome.member_id] = outcome.member_epoch
+            if outcome.assignment is not None:
+                self.owned[outcome.member_id] = dict(outcome.assignment)
+        return outcome
+
+    def settle(self, members: list[str], rounds: int = 6) -> None:
+        for _ in range(rounds):
+            for member in members:
+                assert self.beat(member).error == rules.NONE
+
+    def partitions(self, member: str) -> set[int]:
+        return set(self.owned.get(member, {}).get(T1, frozenset()))
+
+    @property
+    def group(self):  # type: ignore[no-untyped-def]
+        return self.coordinator.groups["g"]
+
+
+def test_three_members_on_six_partitions_get_two_each() -> None:
+    h = Harness()
+    for member in ("a", "b", "c"):
+        assert h.beat(member).error == rules.NONE
+    h.settle(["a", "b", "c"])
+    sizes = sorted(len(h.partitions(m)) for m in "abc")
+    assert sizes == [2, 2, 2]
+    assert set().union(*(h.partitions(m) for m in "abc")) == set(range(6))
+    assert h.group.state is ConsumerGroupState.STABLE
+    assert {h.epochs[m] for m in "abc"} == {h.group.group_epoch}
+
+
+def test_a_partition_moves_only_after_its_owner_revoked_it() -> None:
+    h = Harness()
+    h.beat("a")
+    assert h.partitions("a") == set(range(6))
+    joined = h.beat("b")
+    # b may not have what a still owns: it waits at the new epoch with nothing.
+    assert joined.assignment == {}
+    assert h.group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    # a learns it must give up three partitions and stays in its epoch meanwhile.
+    told = h.beat("a")
+    assert told.member_epoch == 1
+    assert told.assignment is not None and len(told.assignment[T1]) == 3
+    assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    # Not yet released (a heartbeat still listing them): b still waits.
+    h.beat("a", owned={T1: frozenset(range(6))})
+    assert h.beat("b").assignment is None
+    # a acknowledges by listing only what it kept; then b gets the rest.
+    acknowledged = h.beat("a")
+    assert acknowledged.member_epoch == 2
+    got = h.beat("b")
+    assert got.assignment is not None
+    assert set(got.assignment[T1]) == set(range(6)) - h.partitions("a")
+    assert h.group.state is ConsumerGroupState.STABLE
+
+
+def test_a_heartbeat_without_owned_partitions_is_no_acknowledgement() -> None:
+    outcome = reconcile(
+        state=MemberState.UNREVOKED_PARTITIONS,
+        member_epoch=3,
+        assigned={T1: frozenset({0})},
+        pending_revocation={T1: frozenset({1})},
+        target={T1: frozenset({0})},
+        target_epoch=4,
+        owned=None,
+        owned_by_other=lambda topic, partition: False,
+    )
+    assert (outcome.state, outcome.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 3)
+
+
+def test_leaving_member_partitions_go_to_the_others() -> None:
+    h = Harness()
+    for member in "abc":
+        h.beat(member)
+    h.settle(list("abc"))
+    assert h.beat("c", epoch=rules.LEAVE_EPOCH).member_epoch == -1
+    h.settle(["a", "b"])
+    assert sorted(len(h.partitions(m)) for m in "ab") == [3, 3]
+    assert h.partitions("a") | h.partitions("b") == set(range(6))
+
+
+def test_session_timeout_fences_a_silent_member() -> None:
+    h = Harness()
+    h.beat("a")
+    h.beat("b")
+    h.settle(["a", "b"])
+    for _ in range(10):  # a heartbeats; b stays silent
+        h.advance(SESSION_S / 10 + 0.1)
+        h.beat("a")
+    assert "b" not in h.group.members
+    assert h.beat("b").error == rules.UNKNOWN_MEMBER_ID
+    h.settle(["a"])
+    assert h.partitions("a") == set(range(6))
+
+
+def test_a_member_that_heartbeats_keeps_its_epoch_across_clock_jumps() -> None:
+    h = Harness()
+    h.beat("a")
+    epoch = h.epochs["a"]
+    h.advance(SESSION_S * 0.6)
+    h.beat("a")
+    h.advance(SESSION_S * 0.6)  # past the first deadline, not the renewed one
+    assert "a" in h.group.members
+    assert h.beat("a").member_epoch == epoch
+
+
+def test_epochs_other_than_the_members_are_fenced() -> None:
+    h = Harness()
+    h.beat("a")
+    h.beat("b")
+    h.settle(["a", "b"])
+    current = h.epochs["a"]
+    assert h.beat("a", epoch=current + 1).error == rules.FENCED_MEMBER_EPOCH
+    previous = h.group.members["a"].previous_epoch
+    # The previous epoch is accepted only with a subset of the assignment: the answer
+    # that moved the member on may have been lost.
+    everything = {T1: frozenset(range(6))}
+    assert h.beat("a", epoch=previous, owned=everything).error == rules.FENCED_MEMBER_EPOCH
+    accepted = h.beat("a", epoch=previous, owned=h.owned["a"])
+    assert accepted.error == rules.NONE
+    assert accepted.member_epoch == current
+
+
+def test_invalid_requests_are_refused_with_reasons() -> None:
+    h = Harness()
+    assert h.beat("", epoch=0).error == rules.INVALID_REQUEST  # v1: the client names itself
+    assert h.beat("", epoch=0, version=0).error == rules.NONE  # v0: the coordinator does
+    outcome = h.coordinator.heartbeat(
+        0.0, version=1, group_id="g", member_id="x", member_epoch=0, instance_id=None,
+        rack_id=None, rebalance_timeout_ms=-1, subscribed_names=("t",), subscribed_regex=None,
+        server_assignor=None, owned={}, client_id="c", client_host="h", classic_busy=False,
+    )  # fmt: skip
+    assert outcome.error == rules.INVALID_REQUEST
+    assert outcome.message == "RebalanceTimeoutMs must be provided in first request."
+    assert h.beat("y", epoch=-3).error == rules.INVALID_REQUEST
+    assert h.beat("z", assignor="cooperative-sticky").error == rules.UNSUPPORTED_ASSIGNOR
+    assert h.beat("r", regex="(?=x)t").error == rules.INVALID_REGULAR_EXPRESSION
+    assert h.beat("q", regex="[").error == rules.INVALID_REGULAR_EXPRESSION
+    assert h.beat("unknown", epoch=5).error == rules.UNKNOWN_MEMBER_ID
+
+
+def test_a_classic_group_with_members_is_not_taken_over() -> None:
+    h = Harness()
+    outcome = h.coordinator.heartbeat(
+        0.0, version=1, group_id="g", member_id="x", member_epoch=0, instance_id=None,
+        rack_id=None, rebalance_timeout_ms=1000, subscribed_names=("t",), subscribed_regex=None,
+        server_assignor=None, owned={}, client_id="c", client_host="h", classic_busy=True,
+    )  # fmt: skip
+    assert outcome.error == rules.GROUP_ID_NOT_FOUND
+
+
+def test_static_member_restarts_without_a_new_epoch() -> None:
+    h = Harness()
+    h.beat("a", instance="i-a")
+    h.beat("b", instance="i-b")
+    h.settle(["a", "b"])
+    kept, epoch = h.partitions("a"), h.group.group_epoch
+    assert h.beat("a", epoch=rules.STATIC_LEAVE_EPOCH, instance="i-a").member_epoch == -2
+    # Another instance with the id while the old one is still active is refused.
+    assert h.beat("b2", instance="i-b").error == rules.UNRELEASED_INSTANCE_ID
+    back = h.beat("a2", instance="i-a")
+    assert back.error == rules.NONE
+    assert back.assignment is not None and set(back.assignment[T1]) == kept
+    assert h.group.group_epoch == epoch
+    assert "a" not in h.group.members
+
+
+def test_static_member_gone_past_its_session_is_replaced_by_a_rebalance() -> None:
+    h = Harness()
+    h.beat("a", instance="i-a")
+    h.beat("b")
+    h.settle(["a", "b"])
+    h.beat("a", epoch=rules.STATIC_LEAVE_EPOCH, instance="i-a")
+    for _ in range(10):
+        h.advance(SESSION_S / 10 + 0.1)
+        h.beat("b")
+    assert "a" not in h.group.members
+    assert h.partitions("b") == set(range(6))
+
+
+def test_regex_subscription_follows_topics_created_later() -> None:
+    h = Harness()
+    h.beat("a", regex="orders-.*")
+    assert h.owned["a"] == {}
+    h.topics["orders-eu"] = (uuid.UUID(int=9), 3)
+    h.topics["other"] = (uuid.UUID(int=10), 3)
+    h.coordinator.topics_changed()
+    got = h.beat("a")
+    assert got.assignment == {uuid.UUID(int=9): frozenset({0, 1, 2})}
+    assert h.group.group_epoch == 2
+
+
+def test_a_topic_growing_partitions_reaches_the_assignment() -> None:
+    h = Harness()
+    h.beat("a")
+    h.topics["t"] = (T1, 8)
+    h.coordinator.topics_changed()
+    assert h.partitions("a") == set(range(6))
+    h.beat("a")
+    assert h.partitions("a") == set(range(8))
+
+
+def test_commits_need_the_current_member_epoch() -> None:
+    h = Harness()
+    h.beat("a")
+    epoch = h.epochs["a"]
+    offsets = [("t", 0, 5, -1, None)]
+    commit = h.coordinator.commit
+    assert commit(h.now, version=9, group_id="g", member_id="a", member_epoch=epoch,
+                  offsets=offsets) == {("t", 0): rules.NONE}  # fmt: skip
+    assert commit(h.now, version=9, group_id="g", member_id="a", member_epoch=epoch - 1,
+                  offsets=offsets) == {("t", 0): rules.STALE_MEMBER_EPOCH}  # fmt: skip
+    assert commit(h.now, version=9, group_id="g", member_id="zz", member_epoch=epoch,
+                  offsets=offsets) == {("t", 0): rules.UNKNOWN_MEMBER_ID}  # fmt: skip
+    assert commit(h.now, version=8, group_id="g", member_id="a", member_epoch=epoch,
+                  offsets=offsets) == {("t", 0): rules.UNSUPPORTED_VERSION}  # fmt: skip
+    # Without a member id (admin tools) only once the group has no members.
+    assert commit(h.now, version=9, group_id="g", member_id="", member_epoch=-1,
+                  offsets=offsets) == {("t", 0): rules.UNKNOWN_MEMBER_ID}  # fmt: skip
+    h.beat("a", epoch=rules.LEAVE_EPOCH)
+    assert commit(h.now, version=9, group_id="g", member_id="", member_epoch=-1,
+                  offsets=offsets) == {("t", 0): rules.NONE}  # fmt: skip
+    assert h.offsets.committed("g", [("t", 0)])[("t", 0)] is not None
+
+
+def test_offsets_outlive_the_retention_while_members_stay_and_expire_after() -> None:
+    h = Harness()
+    h.beat("a")
+    h.coordinator.commit(
+        h.now, version=9, group_id="g", member_id="a", member_epoch=h.epochs["a"],
+        offsets=[("t", 0, 5, -1, None)],
+    )  # fmt: skip
+    for _ in range(10):  # two minutes: twice the retention, heartbeating
+        h.now += 12
+        h.beat("a")
+        h.offsets.tick(h.now)
+    assert h.offsets.committed("g", [("t", 0)])[("t", 0)] is not None
+    h.beat("a", epoch=rules.LEAVE_EPOCH)
+    h.now += 61
+    h.offsets.tick(h.now)
+    assert h.offsets.committed("g", [("t", 0)])[("t", 0)] is None
+    assert "g" not in h.coordinator.groups
+
+
+def test_regex_problems_name_what_is_refused() -> None:
+    assert regex_problem("orders-.*") is None
+    assert regex_problem("(a)\\1") is not None
+    assert regex_problem("(?<!x)y") is not None
+
+
+# --- assignors ---
+
+
+def _sizes(target: dict[str, dict[uuid.UUID, frozenset[int]]]) -> list[int]:
+    return sorted(sum(len(p) for p in topics.values()) for topics in target.values())
+
+
+def test_uniform_is_balanced_and_sticky() -> None:
+    members = {m: frozenset({T1, T2}) for m in ("a", "b", "c")}
+    first = uniform(members, {T1: 6, T2: 2}, {})
+    assert _sizes(first) == [2, 3, 3]
+    with_d = {**members, "d": frozenset({T1, T2})}
+    second = uniform(with_d, {T1: 6, T2: 2}, first)
+    assert _sizes(second) == [2, 2, 2, 2]
+    moved = sum(
+        len(parts - second[m].get(topic, frozenset()))
+        for m in members
+        for topic, parts in first[m].items()
+    )
+    assert moved == 2  # only what the new member needs
+
+
+def test_uniform_with_different_subscriptions_respects_them() -> None:
+    members = {"a": frozenset({T1}), "b": frozenset({T1, T2}), "c": frozenset({T2})}
+    target = uniform(members, {T1: 4, T2: 4}, {})
+    assert all(set(target[m]) <= members[m] for m in members)
+    covered = {(t, p) for m in target for t, parts in target[m].items() for p in parts}
+    assert len(covered) == 8
+    assert _sizes(target) == [2, 3, 3]
+
+
+def test_eighteen_members_on_six_partitions_leave_twelve_idle() -> None:
+    members = {f"m{i:02d}": frozenset({T1}) for i in range(18)}
+    assert _sizes(uniform(members, {T1: 6}, {})).count(0) == 12
+
+
+def test_range_gives_consecutive_partitions_on_every_topic() -> None:
+    members = {m: frozenset({T1, T2}) for m in ("a", "b", "c")}
+    target = range_assignor(members, {T1: 7, T2: 3}, {})
+    assert target["a"] == {T1: frozenset({0, 1, 2}), T2: frozenset({0})}
+    assert target["b"] == {T1: frozenset({3, 4}), T2: frozenset({1})}
+    assert target["c"] == {T1: frozenset({5, 6}), T2: frozenset({2})}
+
+
+@pytest.mark.parametrize("assignor", [uniform, range_assignor])
+def test_no_members_no_assignment(assignor) -> None:  # type: ignore[no-untyped-def]
+    assert assignor({}, {T1: 3}, {}) == {}
