@@ -8,7 +8,9 @@ gone in time because the broker's clock was moved, never because real time ran o
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,7 @@ from tests.rawclient import RawClient
 PARTITIONS = 2
 LONG_SESSION_MS = 60_000
 UNKNOWN_MEMBER_ID = 25
+CONSUMER_GROUP_HEARTBEAT = 68
 
 
 def test_a_silent_members_session_expires_when_the_clock_is_advanced(
@@ -119,6 +122,60 @@ def test_a_member_that_does_not_rejoin_is_dropped_at_the_advanced_rebalance_time
         )
         assert log.owned("joins") == {0, 1}
         assert heartbeat(silent, group, joined.generation_id, joined.member_id) == UNKNOWN_MEMBER_ID
+
+
+def test_a_classic_member_that_heartbeats_keeps_its_generation_across_advances(
+    kafka_broker: Broker,
+) -> None:
+    """Each heartbeat renews the session from the broker's clock as advanced, not from
+    the time it started with: 20 s on, a heartbeat, 15 s more is 15 s into a 30 s session."""
+    group = unique("vt-keeps")
+    with RawClient(kafka_broker.bootstrap_servers) as member:
+        joined = join_new(member, group, session=timedelta(seconds=30))
+        generation, member_id = joined.generation_id, joined.member_id
+        assert (
+            sync(member, group, generation, member_id, assignments={member_id: b""}).error_code == 0
+        )
+        kafka_broker.clock.advance(20)
+        assert heartbeat(member, group, generation, member_id) == 0
+        kafka_broker.clock.advance(15)
+        time.sleep(0.5)  # the broker's timer runs on the advance
+        assert heartbeat(member, group, generation, member_id) == 0
+        assert group_snapshot(kafka_broker, group)[0] == "Stable"
+
+
+def test_a_consumer_protocol_member_that_heartbeats_keeps_its_epoch_across_advances(
+    kafka_broker: Broker,
+) -> None:
+    """The same for Kafka 4's protocol: the 45 s session runs on the advanced clock."""
+    group, topic = unique("vt-keeps-848"), unique("vt-keeps-848-topic")
+    kafka_broker.create_topic(topic, PARTITIONS)
+    member_id = str(uuid.uuid4())
+
+    def beat(epoch: int, **fields: Any) -> Any:
+        fields.setdefault("topic_partitions", None)  # unchanged since the last heartbeat
+        return member.call(
+            CONSUMER_GROUP_HEARTBEAT, 1, group_id=group, member_id=member_id,
+            member_epoch=epoch, **fields,
+        )  # fmt: skip
+
+    with RawClient(kafka_broker.bootstrap_servers) as member:
+        joined = beat(
+            0,
+            rebalance_timeout=timedelta(seconds=30),
+            subscribed_topic_names=(topic,),
+            topic_partitions=(),
+        )
+        assert (joined.error_code, joined.member_epoch) == (0, 1)
+        kafka_broker.clock.advance(30)
+        assert beat(1).error_code == 0
+        kafka_broker.clock.advance(30)
+        time.sleep(0.5)
+        again = beat(1)
+        assert (again.error_code, again.member_epoch) == (0, 1)
+        kafka_broker.clock.advance(46)  # now silent past its session: fenced
+        time.sleep(0.5)
+        assert beat(1).error_code == UNKNOWN_MEMBER_ID
 
 
 def test_the_clock_moves_only_forward(kafka_broker: Broker) -> None:

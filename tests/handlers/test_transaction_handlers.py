@@ -270,6 +270,35 @@ def test_transactional_offset_commits_check_the_member(broker: SansIOBroker) -> 
     assert txn_commit(broker, pid, epoch, "") == ErrorCode.invalid_group_id
 
 
+def test_transactional_commit_from_an_older_generation_never_lands(broker: SansIOBroker) -> None:
+    """A member of generation 1 commits transactionally after the group moved to 2: Kafka
+    answers ILLEGAL_GENERATION, and the offset is not there after the commit either."""
+    groups, now = broker.cluster.groups, broker.cluster.clock.monotonic()
+
+    def join(member_id: str, metadata: bytes) -> Any:
+        slot = groups.join(
+            now, group_id="g", member_id=member_id, group_instance_id=None, client_id="c",
+            client_host="h", session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+            protocol_type="consumer", protocols=[("range", metadata)],
+            require_known_member_id=False,
+        )  # fmt: skip
+        assert slot.result is not None and slot.result.error == ErrorCode.none
+        return slot.result
+
+    first = join("", b"first")
+    assert join(first.member_id, b"second").generation == first.generation + 1
+    pid, epoch = begin(broker, "tx")
+    broker.call(
+        ADD_OFFSETS, 3, transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    stale = txn_commit(
+        broker, pid, epoch, "g", generation_id=first.generation, member_id=first.member_id
+    )
+    assert stale == ErrorCode.illegal_generation
+    assert end(broker, "tx", pid, epoch, True) == ErrorCode.none
+    assert offset_fetch(broker, "g") == (ErrorCode.none, -1)
+
+
 def described_without_transaction(broker: SansIOBroker, tid: str) -> tuple[ErrorCode, str, int]:
     """(error, state, start time) of one id with no open transaction, read from the bytes:
     Kafka's start time -1 is a timestamp kio refuses to decode."""
