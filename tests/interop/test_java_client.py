@@ -378,6 +378,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("consumer_range_group"),
     Scenario("consumer_cooperative_sticky"),
     Scenario("consumer_static_membership"),
+    Scenario("consumer_protocol_group"),
     Scenario("consumer_seek_position_offsets_for_times"),
     Scenario("consumer_commit_sync_async", check=check_commits),
     Scenario("consumer_pause_resume"),

@@ -128,6 +128,7 @@ public final class ClientScenarios {
         all.add(new Scenario("consumer_range_group", 90, ClientScenarios::consumerRangeGroup));
         all.add(new Scenario("consumer_cooperative_sticky", 90, ClientScenarios::consumerCooperativeSticky));
         all.add(new Scenario("consumer_static_membership", 90, ClientScenarios::consumerStaticMembership));
+        all.add(new Scenario("consumer_protocol_group", 90, ClientScenarios::consumerProtocolGroup));
         all.add(new Scenario("consumer_seek_position_offsets_for_times", 45, ClientScenarios::consumerSeek));
         all.add(new Scenario("consumer_commit_sync_async", 45, ClientScenarios::consumerCommits));
         all.add(new Scenario("consumer_pause_resume", 45, ClientScenarios::consumerPauseResume));
@@ -314,7 +315,10 @@ public final class ClientScenarios {
         props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
         // close() waits for the fetch in flight, which the broker holds this long when empty.
         props.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
-        if (group != null) {
+        if (group != null && "consumer".equals(overrides.get("group.protocol"))) {
+            // Kafka 4's protocol: the broker sets the session and heartbeat interval.
+            props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        } else if (group != null) {
             props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
             // Short, but with room for a loaded machine: rebalances here are driven by
             // joins and leaves, never by waiting for a session to run out.
@@ -1082,6 +1086,78 @@ public final class ClientScenarios {
             } catch (RuntimeException e) {
                 // A close that fails must not hide the scenario's own outcome.
             }
+        }
+    }
+
+    /** Kafka 4's consumer group protocol (group.protocol=consumer): the broker assigns. */
+    static void consumerProtocolGroup(Map<String, Object> data) throws Exception {
+        String topic = name("kip848");
+        String group = name("kip848-group");
+        int partitions = 6;
+        try (Admin admin = admin()) {
+            createTopic(admin, topic, partitions, Map.of());
+        }
+        Map<String, Object> protocol = Map.of("group.protocol", "consumer");
+        List<Member> members = new ArrayList<>();
+        try {
+            for (String id : List.of("a", "b", "c")) {
+                members.add(new Member(id, group, topic, protocol));
+            }
+            pollAll(members, () -> members.stream().allMatch(m -> m.assignment().size() == 2)
+                    && balanced(members, partitions), "3 members with 2 partitions each");
+            int perPartition = 100;
+            try (KafkaProducer<byte[], byte[]> producer = producer("kip848-filler", Map.of())) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int p = 0; p < partitions; p++) {
+                    for (int i = 0; i < perPartition; i++) {
+                        sent.add(producer.send(new ProducerRecord<>(topic, p, null, bytes(p + ":" + i))));
+                    }
+                }
+                for (Future<RecordMetadata> future : sent) {
+                    await(future);
+                }
+            }
+            int total = partitions * perPartition;
+            pollAll(members, () -> members.stream().mapToInt(m -> m.records.size()).sum() >= total,
+                    "all " + total + " records consumed");
+            Set<String> seen = new HashSet<>();
+            for (Member member : members) {
+                for (ConsumerRecord<byte[], byte[]> record : member.records) {
+                    check(seen.add(record.partition() + "@" + record.offset()),
+                            "record %d@%d consumed twice", record.partition(), record.offset());
+                }
+            }
+            checkEquals(total, seen.size(), "distinct records consumed");
+            // Commits carry the member epoch; then a fourth member joins and the four share
+            // the partitions, each moved only after its owner gave it up.
+            for (Member member : members) {
+                member.consumer.commitSync();
+            }
+            members.add(new Member("d", group, topic, protocol));
+            pollAll(members, () -> balanced(members, partitions), "4 members sharing 6 partitions");
+            Set<TopicPartition> all = new HashSet<>();
+            members.forEach(m -> all.addAll(m.assignment()));
+            Map<TopicPartition, OffsetAndMetadata> committed = members.get(0).consumer.committed(all);
+            for (TopicPartition tp : all) {
+                check(committed.get(tp) != null, "no committed offset for %s", tp);
+                checkEquals((long) perPartition, committed.get(tp).offset(), "committed offset of " + tp);
+            }
+            try (Admin admin = admin()) {
+                ConsumerGroupDescription described =
+                        await(admin.describeConsumerGroups(List.of(group)).describedGroups().get(group));
+                checkEquals(GroupType.CONSUMER, described.type(), "group type");
+                checkEquals(4, described.members().size(), "members described");
+                Set<TopicPartition> describedPartitions = new HashSet<>();
+                for (MemberDescription member : described.members()) {
+                    describedPartitions.addAll(member.assignment().topicPartitions());
+                }
+                checkEquals(all, describedPartitions, "partitions described");
+            }
+            Map<String, Object> assignment = new TreeMap<>();
+            members.forEach(m -> assignment.put(m.id, sorted(m.assignment())));
+            data.put("assignment", assignment);
+        } finally {
+            closeAll(members);
         }
     }
 
