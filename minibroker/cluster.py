@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
@@ -31,7 +32,7 @@ from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.credentials import read_users_file
-from minibroker.state.groups import parse_assignment
+from minibroker.state.groups import encode_assignment, parse_assignment
 from minibroker.state.sessions import Listener
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
@@ -420,10 +421,35 @@ class Cluster(RunsInThread):
         return self._on_loop(read)
 
     def group_states(self) -> dict[str, str]:
-        """Group id -> state name (Empty, PreparingRebalance, ...)."""
-        return self._on_loop(
-            lambda: {g.group_id: g.state.value for g in self.state.groups.groups.values()}
-        )
+        """Group id -> state name (classic: Empty, PreparingRebalance, ...; Kafka 4's
+        consumer protocol: Empty, Assigning, Reconciling, Stable)."""
+
+        def read() -> dict[str, str]:
+            states = {g.group_id: g.state.value for g in self.state.groups.groups.values()}
+            states.update(
+                {g.group_id: g.state.value for g in self.state.consumer_groups.groups.values()}
+            )
+            return states
+
+        return self._on_loop(read)
+
+    def group_types(self) -> dict[str, str]:
+        """Group id -> "classic" or "consumer" (Kafka 4's consumer protocol)."""
+
+        def read() -> dict[str, str]:
+            types = dict.fromkeys(self.state.groups.groups, "classic")
+            types.update(dict.fromkeys(self.state.consumer_groups.groups, "consumer"))
+            return types
+
+        return self._on_loop(read)
+
+    def _named(self, assigned: Mapping[uuid.UUID, frozenset[int]]) -> dict[str, list[int]]:
+        named = {}
+        for topic_id, partitions in assigned.items():
+            topic = self.state.topics.by_id(topic_id)
+            if topic is not None:
+                named[topic.name] = sorted(partitions)
+        return named
 
     def transaction_states(self) -> dict[str, str]:
         """Transactional id -> state name (Empty, Ongoing, CompleteCommit, ...)."""
@@ -443,9 +469,16 @@ class Cluster(RunsInThread):
         return self._on_loop(read)
 
     def group_members(self, group_id: str) -> dict[str, bytes]:
-        """Member id -> current assignment bytes, for a group."""
+        """Member id -> current assignment bytes (a ConsumerProtocolAssignment), for a
+        group; for a consumer-protocol group, the partitions the broker assigned."""
 
         def read() -> dict[str, bytes]:
+            consumer_group = self.state.consumer_groups.groups.get(group_id)
+            if consumer_group is not None:
+                return {
+                    m.member_id: encode_assignment(self._named(m.assigned))
+                    for m in consumer_group.members.values()
+                }
             group = self.state.groups.groups.get(group_id)
             return {m.member_id: m.assignment for m in group.members.values()} if group else {}
 

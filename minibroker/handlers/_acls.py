@@ -65,11 +65,13 @@ def refusal(ctx: RequestContext, operation: Operation) -> tuple[ErrorCode, str |
 
 TOPIC_CONFIG = 2  # DescribeConfigs / AlterConfigs resource types
 BROKER_CONFIG = 4
+GROUP_CONFIG = 32
 
 
 def config_refusal(ctx: RequestContext, resource: Any, operation: Operation) -> ErrorCode | None:
-    """TOPIC_ or CLUSTER_AUTHORIZATION_FAILED when the client may not do `operation`
-    (DESCRIBE_CONFIGS, ALTER_CONFIGS) to a topic's or a broker's configs."""
+    """TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED when the client may not do
+    `operation` (DESCRIBE_CONFIGS, ALTER_CONFIGS) to a topic's, a broker's or a group's
+    configs."""
     kind = resource.resource_type
     if kind == TOPIC_CONFIG and not ctx.allows(
         operation, ResourceType.TOPIC, resource.resource_name
@@ -77,6 +79,10 @@ def config_refusal(ctx: RequestContext, resource: Any, operation: Operation) -> 
         return ErrorCode.topic_authorization_failed
     if kind == BROKER_CONFIG and not ctx.allows(operation, ResourceType.CLUSTER, CLUSTER_NAME):
         return ErrorCode.cluster_authorization_failed
+    if kind == GROUP_CONFIG and not ctx.allows(
+        operation, ResourceType.GROUP, resource.resource_name
+    ):
+        return ErrorCode.group_authorization_failed
     return None
 
 

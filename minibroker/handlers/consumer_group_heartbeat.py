@@ -79,6 +79,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         member_id=outcome.member_id,
         member_epoch=outcome.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=consumer_groups.heartbeat_interval_ms),
+        heartbeat_interval=datetime.timedelta(
+            milliseconds=consumer_groups.heartbeat_interval_ms(request.group_id)
+        ),
         assignment=assignment,
     )

@@ -9,6 +9,8 @@ Kafka's default, STATIC_BROKER_CONFIG; else DEFAULT_CONFIG), Kafka's config type
 when asked (v1+ include_synonyms), the synonyms Kafka reports in Kafka's order.
 The broker, by its id: every broker config it knows with a value, read_only unless it
 can change while the broker runs; by "": the cluster-wide values set.
+Groups (type 32, Kafka 4), by group id: every group config (state/group_configs.py),
+GROUP_CONFIG when set for the group, else DEFAULT_CONFIG with the broker's value.
 Not done: documentation (null), broker loggers (INVALID_REQUEST).
 """
 
@@ -30,6 +32,11 @@ from minibroker.state.broker_configs import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
     ConfigValue,
+)
+from minibroker.state.group_configs import (
+    GROUP_CONFIG_TYPES,
+    GROUP_RESOURCE,
+    SOURCE_GROUP_CONFIG,
 )
 from minibroker.state.topics import (
     SHOWN_NAME_CHARS,
@@ -163,6 +170,19 @@ def _broker_entries(
     )
 
 
+def _group_entries(ctx: RequestContext, resource: Any, include_synonyms: bool) -> tuple[Any, ...]:
+    wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+    entries = []
+    for name, value, own in ctx.cluster.group_configs.describe(resource.resource_name):
+        if wanted is not None and name not in wanted:
+            continue
+        source = SOURCE_GROUP_CONFIG if own else SOURCE_DEFAULT
+        described = ConfigValue(value, source, ((name, value, source),) if own else ())
+        config_type = _TYPE_NUMBERS[GROUP_CONFIG_TYPES[name]]
+        entries.append(_entry(ctx, name, described, config_type, False, include_synonyms))
+    return tuple(entries)
+
+
 def _result(
     ctx: RequestContext,
     resource: Any,
@@ -209,6 +229,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.none,
                     None,
                     _topic_entries(ctx, topic, resource.configuration_keys, include_synonyms),
+                )
+            )
+        elif resource.resource_type == GROUP_RESOURCE and resource.resource_name:
+            results.append(
+                _result(
+                    ctx,
+                    resource,
+                    ErrorCode.none,
+                    None,
+                    _group_entries(ctx, resource, include_synonyms),
                 )
             )
         elif resource.resource_type == BROKER:

@@ -14,6 +14,7 @@ broker's id, a config fixed at start-up or a bad value is INVALID_REQUEST; an un
 name is kept and changes nothing. For both: a config named twice in a resource, a null
 value (except to DELETE), an unknown operation or a resource named twice in the request
 is INVALID_REQUEST.
+Groups (type 32, Kafka 4): the group configs of state/group_configs.py, SET and DELETE.
 Not done: broker-logger configs (INVALID_REQUEST), alter-config policies.
 """
 
@@ -34,20 +35,29 @@ from minibroker.state.topics import TopicError, quoted
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 
 
-def refusal(resource: Any, duplicated: set[tuple[int, str]]) -> str | None:
+def refusal(
+    resource: Any, duplicated: set[tuple[int, str]], served: tuple[int, ...] = (TOPIC, BROKER)
+) -> str | None:
     """Why a resource of an (Incremental)AlterConfigs request is refused with
-    INVALID_REQUEST before its configs are looked at, or None."""
+    INVALID_REQUEST before its configs are looked at, or None; `served`: the resource
+    types the API changes."""
     if (resource.resource_type, resource.resource_name) in duplicated:
         return "each resource may appear at most once in a request"
     if resource.resource_type == BROKER_LOGGER:
         return "broker logger configs cannot be changed on this broker"
-    if resource.resource_type not in (TOPIC, BROKER):
+    if resource.resource_type not in served:
         return (
             f"resource type {resource.resource_type} is not served "
+            "(only topics, type 2, brokers, type 4, and groups, type 32)"
+            if GROUP in served
+            else f"resource type {resource.resource_type} is not served "
             "(only topics, type 2, and brokers, type 4)"
         )
+    if resource.resource_type == GROUP and resource.resource_name == "":
+        return "a group id is required"
     if resource.resource_type == TOPIC and resource.resource_name == "":
         return "a topic name is required: default topic configs cannot be changed"
     repeated = sorted(
@@ -63,7 +73,12 @@ def duplicated_resources(resources: Any) -> set[tuple[int, str]]:
     return {key for key, count in counts.items() if count > 1}
 
 
-def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], bool]) -> Any:
+def answer(
+    ctx: RequestContext,
+    request: Any,
+    alter: Callable[[Any], bool],
+    served: tuple[int, ...] = (TOPIC, BROKER),
+) -> Any:
     """The response to an (Incremental)AlterConfigs request: each resource refused (see
     `refusal`) or changed by `alter`, which raises TopicError to refuse it and returns
     whether the broker configs changed."""
@@ -72,7 +87,7 @@ def answer(ctx: RequestContext, request: Any, alter: Callable[[Any], bool]) -> A
     results = []
     for resource in request.resources:
         code, message = ErrorCode.none, None
-        refused = refusal(resource, duplicated)
+        refused = refusal(resource, duplicated, served)
         denied = config_refusal(ctx, resource, Operation.ALTER_CONFIGS)
         if denied is not None:
             code, message = denied, "Authorization failed."
@@ -109,9 +124,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 nodes=len(ctx.cluster.nodes),
                 validate_only=request.validate_only,
             )
+        if resource.resource_type == GROUP:
+            ctx.cluster.group_configs.alter(
+                resource.resource_name, operations, validate_only=request.validate_only
+            )
+            return False
         ctx.cluster.topics.incremental_alter_configs(
             resource.resource_name, operations, validate_only=request.validate_only
         )
         return False
 
-    return answer(ctx, request, alter)
+    return answer(ctx, request, alter, (TOPIC, BROKER, GROUP))

@@ -14,6 +14,7 @@ from minibroker.state.broker_configs import BrokerConfigs
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.consumer_groups import ConsumerGroupCoordinator
 from minibroker.state.credentials import Credentials
+from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.topics import TopicRegistry
@@ -87,8 +88,9 @@ class ClusterState:
         self.coordinator_overrides: dict[str, int] = {}
         self.groups = GroupCoordinator(self.config, self._partition_exists)
         # Groups of Kafka 4's consumer protocol; their offsets are kept by `groups`.
+        self.group_configs = GroupConfigs(self.config)
         self.consumer_groups = ConsumerGroupCoordinator(
-            self.config, self.groups, self._topic_info, self.topics.names
+            self.config, self.groups, self._topic_info, self.topics.names, self.group_configs
         )
         self.topics.on_change.append(self.consumer_groups.topics_changed)
         self.transactions = TransactionCoordinator(

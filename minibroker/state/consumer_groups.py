@@ -30,6 +30,7 @@ from minibroker.state.consumer_group_rules import (
     group_state,
     reconcile,
 )
+from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.groups import GroupCoordinator
 from minibroker.state.server_assignors import ASSIGNORS
 
@@ -135,8 +136,10 @@ class ConsumerGroupCoordinator:
         offsets: GroupCoordinator,
         topic_info: TopicInfo,
         topic_names: Callable[[], Iterable[str]],
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         self.config = config
+        self.group_configs = group_configs or GroupConfigs(config)
         self.offsets = offsets
         self.groups: dict[str, ConsumerGroup] = {}
         self._topic_info = topic_info
@@ -152,13 +155,11 @@ class ConsumerGroupCoordinator:
         if group is not None and not group.members:
             del self.groups[group_id]
 
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self.config.group_consumer_heartbeat_interval_ms
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.group_configs.int_value(group_id, "consumer.heartbeat.interval.ms")
 
-    @property
-    def session_timeout_ms(self) -> int:
-        return self.config.group_consumer_session_timeout_ms
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self.group_configs.int_value(group_id, "consumer.session.timeout.ms")
 
     def assignors(self) -> list[str]:
         return [a.strip() for a in self.config.group_consumer_assignors.split(",") if a.strip()]
@@ -288,7 +289,7 @@ class ConsumerGroupCoordinator:
 
         before = member.assigned
         self._reconcile(now, group, member, owned)
-        member.session_deadline = now + self.session_timeout_ms / 1000
+        member.session_deadline = now + self.session_timeout_ms(group.group_id) / 1000
         self._arm(group, member)
         full = member_epoch == rules.JOIN_EPOCH or (
             rebalance_timeout_ms != -1
@@ -402,7 +403,7 @@ class ConsumerGroupCoordinator:
             # Kept, partitions and all, until its session runs out or it comes back.
             member.previous_epoch = member.member_epoch
             member.member_epoch = rules.STATIC_LEAVE_EPOCH
-            member.session_deadline = now + self.session_timeout_ms / 1000
+            member.session_deadline = now + self.session_timeout_ms(group.group_id) / 1000
             member.revocation_deadline = None
             self._arm(group, member)
             return HeartbeatOutcome(error=rules.NONE, member_id=member_id, member_epoch=-2)

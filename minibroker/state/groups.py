@@ -231,6 +231,16 @@ def parse_assignment(data: bytes) -> dict[str, list[int]]:
         return {}
 
 
+def encode_assignment(assigned: dict[str, list[int]]) -> bytes:
+    """A ConsumerProtocolAssignment v0 of topic -> partitions (no user data)."""
+    data = struct.pack(">hi", 0, len(assigned))
+    for topic, partitions in assigned.items():
+        name = topic.encode()
+        data += struct.pack(f">h{len(name)}si", len(name), name, len(partitions))
+        data += struct.pack(f">{len(partitions)}i", *partitions)
+    return data + struct.pack(">i", -1)
+
+
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode (UTF-16 code units, 32-bit overflow)."""
     value = 0

@@ -56,8 +56,9 @@ def register(commands: Any) -> None:
     describe = command(
         actions,
         "describe",
-        summary="state, members and their assignments, and per partition the committed "
-        "offset, log end offset and lag",
+        summary="state, type, members and their assignments (for Kafka 4's consumer "
+        "protocol also the target the broker moves them to), and per partition the "
+        "committed offset, log end offset and lag",
         example="minibroker groups describe billing shipping",
         run=describe_groups,
     )
@@ -166,6 +167,13 @@ def _describe(conn: Connection, group: str) -> dict[str, Any]:
             (tp.topic, tp.partition) for tp in member.assignment.topic_partitions or []
         )
         owners.update(dict.fromkeys(assigned, member))
+        # Kafka 4's consumer protocol: what the broker is moving the member towards.
+        target = getattr(member, "target_assignment", None)
+        targeted = (
+            sorted((tp.topic, tp.partition) for tp in target.topic_partitions or [])
+            if (target is not None)
+            else None
+        )
         members.append(
             {
                 "member_id": member.member_id,
@@ -173,6 +181,9 @@ def _describe(conn: Connection, group: str) -> dict[str, Any]:
                 "client_id": member.client_id,
                 "host": member.host,
                 "assignment": [{"topic": t, "partition": p} for t, p in assigned],
+                "target_assignment": None
+                if targeted is None
+                else [{"topic": t, "partition": p} for t, p in targeted],
             }
         )
     partitions = sorted(set(committed) | set(owners))
@@ -197,6 +208,7 @@ def _describe(conn: Connection, group: str) -> dict[str, Any]:
     return {
         "group": group,
         "state": _state(description.state),
+        "type": str(getattr(getattr(description, "type", None), "name", "UNKNOWN")).lower(),
         "protocol_type": "" if description.is_simple_consumer_group else "consumer",
         "assignor": description.partition_assignor or None,
         "coordinator": None if coordinator is None else coordinator.id,
@@ -212,15 +224,15 @@ def describe_groups(args: argparse.Namespace) -> int:
         print_json({"groups": described})
         return 0
     print_table(
-        ["GROUP", "STATE", "ASSIGNOR", "MEMBERS", "COORDINATOR"],
+        ["GROUP", "STATE", "TYPE", "ASSIGNOR", "MEMBERS", "COORDINATOR"],
         [
-            (g["group"], g["state"], g["assignor"], len(g["members"]), g["coordinator"])
+            (g["group"], g["state"], g["type"], g["assignor"], len(g["members"]), g["coordinator"])
             for g in described
         ],
     )
     print()
     print_table(
-        ["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"],
+        ["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT", "TARGET"],
         [
             (
                 g["group"],
@@ -228,6 +240,9 @@ def describe_groups(args: argparse.Namespace) -> int:
                 m["client_id"],
                 m["host"],
                 [f"{a['topic']}-{a['partition']}" for a in m["assignment"]] or None,
+                None
+                if m["target_assignment"] is None
+                else [f"{a['topic']}-{a['partition']}" for a in m["target_assignment"]] or None,
             )
             for g in described
             for m in g["members"]

@@ -121,6 +121,37 @@ def test_describe_shows_members_and_reset_refuses_while_they_are_there(
     assert _committed(kafka_config, group) == {}
 
 
+def test_a_consumer_protocol_group_is_described_with_its_type_and_target(
+    cli: Cli, kafka_topic: Callable[..., str], kafka_config: ClientConfigs
+) -> None:
+    """Kafka 4's protocol (group.protocol=consumer): the broker assigns, and the tools say
+    so: type "consumer", each member's assignment and the target it is moving to."""
+    topic, group = kafka_topic(partitions=2), unique("kip848")
+    settings = kafka_config.confluent_consumer(group, **{"client.id": "cli-848"})
+    for ignored in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+        settings.pop(ignored, None)
+    consumer = Consumer({**settings, "group.protocol": "consumer"})
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.1) is not None or len(consumer.assignment()) == 2)
+
+        def described() -> Any:
+            (found,) = cli("groups", "describe", group, "--output", "json").json()["groups"]
+            return found if found["state"] == "Stable" else None
+
+        found = wait_for(described)
+        assert found["type"] == "consumer"
+        (member,) = found["members"]
+        both = [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]
+        assert (member["client_id"], member["assignment"]) == ("cli-848", both)
+        assert member["target_assignment"] == both
+        listed = cli("groups", "list", "--output", "json").json()["groups"]
+        (mine,) = [g for g in listed if g["group"] == group]
+        assert (mine["type"], mine["state"]) == ("consumer", "Stable")
+    finally:
+        consumer.close()
+
+
 def test_reset_offsets_prints_the_plan_and_changes_only_with_execute(
     cli: Cli,
     kafka_topic: Callable[..., str],

@@ -1,0 +1,152 @@
+"""Group configs: the config resource GROUP (type 32) of DescribeConfigs and
+IncrementalAlterConfigs, as Kafka 4 keeps them. Sans-IO.
+
+Rules (Kafka's GroupConfig):
+    Names        consumer.session.timeout.ms and consumer.heartbeat.interval.ms (the
+                 consumer protocol's), share.session.timeout.ms,
+                 share.heartbeat.interval.ms, share.record.lock.duration.ms,
+                 share.auto.offset.reset and share.isolation.level (share groups'). Any
+                 other name is INVALID_CONFIG.
+    Values       the timeouts and intervals are whole milliseconds of at least 1; a
+                 group's heartbeat interval must stay below its session timeout.
+                 share.auto.offset.reset is latest, earliest or by_duration:<ISO-8601
+                 duration>; share.isolation.level read_uncommitted or read_committed.
+                 Anything else is INVALID_CONFIG, and the resource is left unchanged.
+    Groups       configs may be set for a group id before the group exists, and stay when
+                 it is deleted. A config not set for a group takes the broker's value
+                 (the group.consumer.* and group.share.* settings), reported with source
+                 DEFAULT_CONFIG; a set one is reported with source GROUP_CONFIG.
+    Operations   SET, DELETE (back to the broker's value); APPEND and SUBTRACT are
+                 INVALID_CONFIG (no group config is a list).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from minibroker.config import BrokerConfig
+from minibroker.state.topics import INVALID_CONFIG, INVALID_REQUEST, TopicError, quoted
+
+GROUP_RESOURCE = 32
+SOURCE_GROUP_CONFIG = 8  # Kafka's ConfigSource.GROUP_CONFIG
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+# name -> Kafka's config type ("int" or "string")
+GROUP_CONFIG_TYPES = {
+    "consumer.session.timeout.ms": "int",
+    "consumer.heartbeat.interval.ms": "int",
+    "share.session.timeout.ms": "int",
+    "share.heartbeat.interval.ms": "int",
+    "share.record.lock.duration.ms": "int",
+    "share.auto.offset.reset": "string",
+    "share.isolation.level": "string",
+}
+_ISO_DURATION = re.compile(r"P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?", re.IGNORECASE)
+
+
+def broker_defaults(config: BrokerConfig) -> dict[str, str]:
+    """What a group config is when not set for the group."""
+    return {
+        "consumer.session.timeout.ms": str(config.group_consumer_session_timeout_ms),
+        "consumer.heartbeat.interval.ms": str(config.group_consumer_heartbeat_interval_ms),
+        "share.session.timeout.ms": "45000",
+        "share.heartbeat.interval.ms": "5000",
+        "share.record.lock.duration.ms": "30000",
+        "share.auto.offset.reset": "latest",
+        "share.isolation.level": "read_uncommitted",
+    }
+
+
+def _check_value(name: str, value: str) -> None:
+    if GROUP_CONFIG_TYPES[name] == "int":
+        if not re.fullmatch(r"\d{1,10}", value) or not 1 <= int(value) <= 2**31 - 1:
+            raise TopicError(
+                INVALID_CONFIG, f"Invalid value {quoted(value)} for configuration {name}"
+            )
+        return
+    if name == "share.isolation.level":
+        allowed = value in ("read_uncommitted", "read_committed")
+    elif value.startswith("by_duration:"):
+        allowed = bool(_ISO_DURATION.fullmatch(value.removeprefix("by_duration:"))) and value != (
+            "by_duration:P"
+        )
+    else:
+        allowed = value in ("latest", "earliest")
+    if not allowed:
+        raise TopicError(INVALID_CONFIG, f"Invalid value {quoted(value)} for configuration {name}")
+
+
+class GroupConfigs:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._set: dict[str, dict[str, str]] = {}
+
+    def own(self, group_id: str) -> dict[str, str]:
+        return dict(self._set.get(group_id, {}))
+
+    def value(self, group_id: str, name: str) -> str:
+        own = self._set.get(group_id)
+        if own is not None and name in own:
+            return own[name]
+        return broker_defaults(self.config)[name]
+
+    def int_value(self, group_id: str, name: str) -> int:
+        return int(self.value(group_id, name))
+
+    def describe(self, group_id: str) -> list[tuple[str, str, bool]]:
+        """(name, value, set for the group) of every group config, by name."""
+        own = self._set.get(group_id, {})
+        defaults = broker_defaults(self.config)
+        return [
+            (name, own.get(name, defaults[name]), name in own)
+            for name in sorted(GROUP_CONFIG_TYPES)
+        ]
+
+    def alter(
+        self,
+        group_id: str,
+        operations: Iterable[tuple[str, int, str | None]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Apply (name, operation, value) all or nothing (module docstring: rules)."""
+        result = dict(self._set.get(group_id, {}))
+        for name, operation, value in operations:
+            if name not in GROUP_CONFIG_TYPES:
+                raise TopicError(INVALID_CONFIG, f"Unknown group config name: {quoted(name)}")
+            if operation == DELETE:
+                result.pop(name, None)
+                continue
+            if operation in (APPEND, SUBTRACT):
+                raise TopicError(
+                    INVALID_CONFIG, f"{name} is not a list: APPEND and SUBTRACT do not apply"
+                )
+            if operation != SET:
+                raise TopicError(INVALID_REQUEST, f"unknown config operation {operation}")
+            if value is None:
+                raise TopicError(INVALID_REQUEST, f"null value for config {quoted(name)}")
+            _check_value(name, value)
+            result[name] = value
+        defaults = broker_defaults(self.config)
+        for kind in ("consumer", "share"):
+            session = int(
+                result.get(f"{kind}.session.timeout.ms", defaults[f"{kind}.session.timeout.ms"])
+            )
+            interval = int(
+                result.get(
+                    f"{kind}.heartbeat.interval.ms", defaults[f"{kind}.heartbeat.interval.ms"]
+                )
+            )
+            if interval >= session:
+                raise TopicError(
+                    INVALID_CONFIG,
+                    f"{kind}.heartbeat.interval.ms ({interval}) must be less than "
+                    f"{kind}.session.timeout.ms ({session})",
+                )
+        if validate_only:
+            return
+        if result:
+            self._set[group_id] = result
+        else:
+            self._set.pop(group_id, None)
