@@ -27,12 +27,12 @@ from minibroker.dispatch import RequestRecord
 from minibroker.faults import Faults
 from minibroker.inspection import RECORDED_MAX, Recorded
 from minibroker.loop_thread import RunsInThread
+from minibroker.protocol.consumer_protocol import encode_assignment, parse_assignment
 from minibroker.server import GroupTimer, NodeServer
 from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.credentials import read_users_file
-from minibroker.state.groups import encode_assignment, parse_assignment
 from minibroker.state.sessions import Listener
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir

@@ -59,7 +59,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         owned=None if owned is None else as_assignment((t.topic_id, t.partitions) for t in owned),
         client_id=ctx.header.client_id or "",
         client_host=ctx.client_host,
-        classic_busy=ctx.cluster.groups.has_members(request.group_id),
     )
     if outcome.error != rules.NONE:
         return refuse(outcome.error, outcome.message)

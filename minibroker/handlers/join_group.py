@@ -4,6 +4,9 @@ Delegates to the group coordinator. v4+ members without an id get MEMBER_ID_REQU
 a fresh id; the answer waits until the join phase ends (all members rejoined or the
 rebalance timeout passed). Only the leader receives the member list.
 v0 has no rebalance timeout: the session timeout is used, as Kafka does.
+To a group of Kafka 4's consumer protocol with members, the member joins that group as a
+classic member (state/consumer_group_rules.py: Mixed groups) and is answered at once,
+with no member list: the broker assigns.
 """
 
 from __future__ import annotations
@@ -47,15 +50,28 @@ def _response(ctx: RequestContext, outcome: JoinOutcome) -> Any:
 def handle(ctx: RequestContext, request: Any) -> Any:
     if not is_coordinator(ctx, request.group_id):
         return _response(ctx, JoinOutcome(error=rules.NOT_COORDINATOR, member_id=request.member_id))
-    if ctx.cluster.consumer_groups.has_members(request.group_id):
-        # A consumer-protocol group: classic members may not join it here.
-        return _response(
-            ctx, JoinOutcome(error=rules.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id)
-        )
-    ctx.cluster.consumer_groups.forget(request.group_id)
     session_ms = millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_ms = millis(rebalance) if rebalance is not None else session_ms
+    consumer_groups = ctx.cluster.consumer_groups
+    if consumer_groups.has_members(request.group_id):
+        # A member of the classic protocol in a consumer-protocol group (a mixed group).
+        outcome = consumer_groups.classic_join(
+            ctx.cluster.clock.monotonic(),
+            group_id=request.group_id,
+            member_id=request.member_id,
+            instance_id=getattr(request, "group_instance_id", None),
+            client_id=ctx.header.client_id or "",
+            client_host=ctx.client_host,
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            protocol_type=request.protocol_type,
+            protocols=[(p.name, p.metadata) for p in request.protocols],
+            version=ctx.version,
+        )
+        ctx.cluster.notify_append()
+        return _response(ctx, outcome)
+    consumer_groups.forget(request.group_id)
     slot = ctx.cluster.groups.join(
         ctx.cluster.clock.monotonic(),
         group_id=request.group_id,

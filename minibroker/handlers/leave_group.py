@@ -26,6 +26,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     if not is_coordinator(ctx, request.group_id):
         top, results = rules.NOT_COORDINATOR, list[tuple[str, str | None, int]]()
+    elif request.group_id in ctx.cluster.consumer_groups.groups:
+        top = rules.NONE
+        results = ctx.cluster.consumer_groups.classic_leave(
+            ctx.cluster.clock.monotonic(), request.group_id, wanted
+        )
+        ctx.cluster.notify_append()
     else:
         top, results = ctx.cluster.groups.leave(
             ctx.cluster.clock.monotonic(), group_id=request.group_id, members=wanted

@@ -30,6 +30,20 @@ def _response(ctx: RequestContext, outcome: SyncOutcome) -> Any:
 def handle(ctx: RequestContext, request: Any) -> Any:
     if not is_coordinator(ctx, request.group_id):
         return _response(ctx, SyncOutcome(error=rules.NOT_COORDINATOR))
+    if request.group_id in ctx.cluster.consumer_groups.groups:
+        # A classic member of a consumer-protocol group: the broker's assignment.
+        return _response(
+            ctx,
+            ctx.cluster.consumer_groups.classic_sync(
+                ctx.cluster.clock.monotonic(),
+                group_id=request.group_id,
+                member_id=request.member_id,
+                instance_id=getattr(request, "group_instance_id", None),
+                generation=request.generation_id,
+                protocol_type=getattr(request, "protocol_type", None),
+                protocol_name=getattr(request, "protocol_name", None),
+            ),
+        )
     groups = ctx.cluster.groups
     slot = groups.sync(
         ctx.cluster.clock.monotonic(),

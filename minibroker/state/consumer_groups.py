@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from minibroker.config import BrokerConfig
+from minibroker.protocol.consumer_protocol import (
+    encode_assignment,
+    parse_assignment,
+    read_subscription,
+)
 from minibroker.state import consumer_group_rules as rules
+from minibroker.state import group_rules as classic_rules
 from minibroker.state.consumer_group_rules import (
     Assignment,
     ConsumerGroupState,
@@ -31,7 +37,8 @@ from minibroker.state.consumer_group_rules import (
     reconcile,
 )
 from minibroker.state.group_configs import GroupConfigs
-from minibroker.state.groups import GroupCoordinator
+from minibroker.state.groups import GroupCoordinator, JoinOutcome, SyncOutcome
+from minibroker.state.groups import Member as ClassicMember
 from minibroker.state.server_assignors import ASSIGNORS
 
 log = logging.getLogger("minibroker.groups")
@@ -62,6 +69,19 @@ class Member:
     session_deadline: float = 0.0
     revocation_deadline: float | None = None
     timer_at: float | None = None  # the deadline of this member's live heap entry
+    # A member of the classic protocol in this group (mixed groups): its JoinGroup's
+    # session timeout and protocols; None for a consumer-protocol member.
+    classic: ClassicProtocol | None = None
+
+
+@dataclass(slots=True)
+class ClassicProtocol:
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
 
 
 @dataclass(slots=True)
@@ -148,6 +168,7 @@ class ConsumerGroupCoordinator:
         self._heap: list[tuple[float, int, str, str]] = []
         self._sequence = 0
         offsets.on_group_removed = self._offsets_gone
+        offsets.check_elsewhere = self._check_transactional
 
     def _offsets_gone(self, group_id: str) -> None:
         """An Empty group's offsets expired (or were deleted): the group goes with them."""
@@ -190,7 +211,6 @@ class ConsumerGroupCoordinator:
         owned: Assignment | None,
         client_id: str,
         client_host: str,
-        classic_busy: bool,
     ) -> HeartbeatOutcome:
         invalid = self._invalid(
             version, group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms,
@@ -211,10 +231,17 @@ class ConsumerGroupCoordinator:
         if group is None:
             if member_epoch != rules.JOIN_EPOCH:
                 return _fail(rules.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.", member_id)
-            if classic_busy:
-                return _fail(rules.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.assignors()[0])
-            self.offsets.hold(now, group_id)
+            if self.offsets.has_members(group_id):
+                if not self.offsets.convertible(group_id):
+                    return _fail(
+                        rules.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                    )
+                group = self._upgrade(now, group_id)
+            else:
+                group = self.groups[group_id] = ConsumerGroup(
+                    group_id, assignor=self.assignors()[0]
+                )
+                self.offsets.hold(now, group_id)
         if member_epoch == rules.JOIN_EPOCH and not member_id:
             member_id = str(uuid.uuid4())  # v0: the coordinator names the member
         if member_epoch in (rules.LEAVE_EPOCH, rules.STATIC_LEAVE_EPOCH):
@@ -289,8 +316,7 @@ class ConsumerGroupCoordinator:
 
         before = member.assigned
         self._reconcile(now, group, member, owned)
-        member.session_deadline = now + self.session_timeout_ms(group.group_id) / 1000
-        self._arm(group, member)
+        self._touch(now, group, member)
         full = member_epoch == rules.JOIN_EPOCH or (
             rebalance_timeout_ms != -1
             and (subscribed_names is not None or subscribed_regex is not None)
@@ -403,9 +429,8 @@ class ConsumerGroupCoordinator:
             # Kept, partitions and all, until its session runs out or it comes back.
             member.previous_epoch = member.member_epoch
             member.member_epoch = rules.STATIC_LEAVE_EPOCH
-            member.session_deadline = now + self.session_timeout_ms(group.group_id) / 1000
             member.revocation_deadline = None
-            self._arm(group, member)
+            self._touch(now, group, member)
             return HeartbeatOutcome(error=rules.NONE, member_id=member_id, member_epoch=-2)
         self._remove(now, group, member, "left")
         return HeartbeatOutcome(error=rules.NONE, member_id=member_id, member_epoch=-1)
@@ -423,7 +448,9 @@ class ConsumerGroupCoordinator:
             del group.static_members[instance_id]
         self._set_owned(group, member, {}, {})
         group.target.pop(member.member_id, None)
-        if group.members:
+        if group.members and all(m.classic is not None for m in group.members.values()):
+            self._downgrade(now, group, f"the last consumer-protocol member {why}")
+        elif group.members:
             self._new_target(group)
         else:
             group.group_epoch += 1
@@ -532,6 +559,17 @@ class ConsumerGroupCoordinator:
 
     # --- time ---
 
+    def _touch(self, now: float, group: ConsumerGroup, member: Member) -> None:
+        """The member was heard from: its session starts again (a classic member's is the
+        one its JoinGroup asked for, a consumer-protocol member's the group's)."""
+        session_ms = (
+            member.classic.session_timeout_ms
+            if member.classic is not None
+            else self.session_timeout_ms(group.group_id)
+        )
+        member.session_deadline = now + session_ms / 1000
+        self._arm(group, member)
+
     def _deadline(self, member: Member) -> float:
         if member.revocation_deadline is not None:
             return min(member.session_deadline, member.revocation_deadline)
@@ -585,7 +623,9 @@ class ConsumerGroupCoordinator:
     ) -> dict[tuple[str, int], int]:
         """OffsetCommit to a consumer group (consumer_group_rules: Offsets)."""
         code = self.check_member(group_id, member_id, member_epoch)
-        if code == rules.NONE and member_id and version < 9:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if code == rules.NONE and member is not None and member.classic is None and version < 9:
             code = rules.UNSUPPORTED_VERSION
         if code != rules.NONE:
             return {(t, p): code for t, p, *_ in offsets}
@@ -604,8 +644,18 @@ class ConsumerGroupCoordinator:
         if member is None:
             return rules.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
+            if member.classic is not None:
+                return classic_rules.ILLEGAL_GENERATION
             return rules.STALE_MEMBER_EPOCH
         return rules.NONE
+
+    def _check_transactional(self, group_id: str, member_id: str, epoch: int) -> int | None:
+        """TxnOffsetCommit to a consumer group: None when the group is not one."""
+        if group_id not in self.groups:
+            return None
+        if not member_id and epoch < 0:
+            return rules.NONE  # a producer that sends no group metadata
+        return self.check_member(group_id, member_id, epoch)
 
     # --- administration ---
 
@@ -631,3 +681,255 @@ class ConsumerGroupCoordinator:
             for name, (topic_id, _) in group.topics_seen.items():
                 names[topic_id] = name
         return names
+
+    # --- mixed groups: classic members in a consumer group (online migration) ---
+
+    def _named(self, assigned: Mapping[uuid.UUID, frozenset[int]]) -> dict[str, list[int]]:
+        names = {topic_id: name for name, (topic_id, _) in self._all_topics().items()}
+        return {names[t]: sorted(p) for t, p in assigned.items() if t in names}
+
+    def _all_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        found = {}
+        for name in self._topic_names():
+            info = self._topic_info(name)
+            if info is not None:
+                found[name] = info
+        return found
+
+    def _ids(self, named: Mapping[str, Iterable[int]]) -> dict[uuid.UUID, frozenset[int]]:
+        by_id: dict[uuid.UUID, frozenset[int]] = {}
+        for name, partitions in named.items():
+            info = self._topic_info(name)
+            if info is not None:
+                by_id[info[0]] = frozenset(p for p in partitions if 0 <= p < info[1])
+        return {t: p for t, p in by_id.items() if p}
+
+    def _upgrade(self, now: float, group_id: str) -> ConsumerGroup:
+        """A classic group becomes a consumer group (consumer_group_rules: Mixed groups):
+        its members stay, as classic members at the generation's epoch, with what they
+        own as their target."""
+        generation, classic_members = self.offsets.hand_over(now, group_id)
+        group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.assignors()[0])
+        group.group_epoch = group.assignment_epoch = generation
+        for old in classic_members:
+            subscription = read_subscription(old.metadata_for(old.protocols[0][0]))
+            member = Member(
+                member_id=old.member_id,
+                instance_id=old.group_instance_id,
+                rack_id=subscription.rack_id if subscription else None,
+                client_id=old.client_id,
+                client_host=old.client_host,
+                rebalance_timeout_ms=old.rebalance_timeout_ms,
+                subscribed_names=tuple(sorted(set(subscription.topics if subscription else ()))),
+                member_epoch=generation,
+                previous_epoch=generation,
+                classic=ClassicProtocol(old.session_timeout_ms, list(old.protocols)),
+            )
+            group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
+            owned = self._ids(parse_assignment(old.assignment))
+            free = {
+                topic_id: frozenset(p for p in parts if (topic_id, p) not in group.owners)
+                for topic_id, parts in owned.items()
+            }
+            self._set_owned(group, member, {t: p for t, p in free.items() if p}, {})
+            group.target[member.member_id] = dict(member.assigned)
+            self._touch(now, group, member)
+        group.topics_seen = self._resolve(group)
+        group.topics_version = self.topics_version
+        log.info("group %s: upgraded to the consumer protocol", group_id)  # pragma: no mutate
+        return group
+
+    def _downgrade(self, now: float, group: ConsumerGroup, why: str) -> None:
+        """Only classic members are left: the group becomes a classic group again."""
+        members = []
+        for member in group.members.values():
+            assert member.classic is not None
+            members.append(
+                ClassicMember(
+                    member_id=member.member_id,
+                    group_instance_id=member.instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    session_timeout_ms=member.classic.session_timeout_ms,
+                    rebalance_timeout_ms=member.rebalance_timeout_ms,
+                    protocol_type="consumer",
+                    protocols=list(member.classic.protocols),
+                    heartbeat_deadline=member.session_deadline,
+                    assignment=encode_assignment(self._named(member.assigned)),
+                )
+            )
+        del self.groups[group.group_id]
+        self.offsets.take_back(now, group.group_id, group.group_epoch, members, why)
+        log.info(
+            "group %s: downgraded to the classic protocol", group.group_id
+        )  # pragma: no mutate
+
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> tuple[Member | None, int]:
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            member = group.members.get(holder) if holder is not None else None
+            if member is None:
+                return None, rules.UNKNOWN_MEMBER_ID
+            if member.member_id != member_id:
+                return None, rules.FENCED_INSTANCE_ID
+        else:
+            member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            return None, rules.UNKNOWN_MEMBER_ID
+        return member, rules.NONE
+
+    def classic_join(
+        self,
+        now: float,
+        *,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        version: int,
+    ) -> JoinOutcome:
+        """JoinGroup of a classic member to a consumer group with members."""
+        group = self.groups[group_id]
+        subscription = read_subscription(protocols[0][1]) if protocols else None
+        if protocol_type != "consumer" or subscription is None:
+            return JoinOutcome(error=classic_rules.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        unknown = not member_id
+        if unknown:
+            member_id = str(uuid.uuid4())
+            if version >= 4 and instance_id is None:
+                return JoinOutcome(error=classic_rules.MEMBER_ID_REQUIRED, member_id=member_id)
+        member = group.members.get(member_id)
+        if member is not None and member.classic is None:
+            return JoinOutcome(error=rules.UNKNOWN_MEMBER_ID, member_id=member_id)
+        bump = False
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is not None and holder != member_id:
+                if not unknown:
+                    return JoinOutcome(error=rules.FENCED_INSTANCE_ID, member_id=member_id)
+                member = self._replace_static(group, group.members[holder], member_id)
+        if member is None:
+            member = Member(
+                member_id=member_id,
+                instance_id=instance_id,
+                rack_id=subscription.rack_id,
+                client_id=client_id,
+                client_host=client_host,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+            )
+            group.members[member_id] = member
+            if instance_id is not None:
+                group.static_members[instance_id] = member_id
+            bump = True
+        member.classic = ClassicProtocol(session_timeout_ms, list(protocols))
+        member.client_id, member.client_host = client_id, client_host
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        topics = tuple(sorted(set(subscription.topics)))
+        if topics != member.subscribed_names:
+            member.subscribed_names = topics
+            bump = True
+        bump = self._topics_moved(group) or bump
+        if bump:
+            self._new_target(group)
+        self._reconcile(now, group, member, self._ids(subscription.owned))
+        self._touch(now, group, member)
+        return JoinOutcome(
+            error=rules.NONE,
+            generation=member.member_epoch,
+            protocol_type="consumer",
+            protocol_name=member.classic.protocol_name,
+            leader="",
+            member_id=member_id,
+        )
+
+    def classic_sync(
+        self,
+        now: float,
+        *,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncOutcome:
+        group = self.groups[group_id]
+        member, code = self._classic_member(group, member_id, instance_id)
+        if member is None or member.classic is None:
+            return SyncOutcome(error=code)
+        if generation != member.member_epoch:
+            return SyncOutcome(error=classic_rules.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != "consumer") or (
+            protocol_name is not None and protocol_name != member.classic.protocol_name
+        ):
+            return SyncOutcome(error=classic_rules.INCONSISTENT_GROUP_PROTOCOL)
+        if group.group_epoch > member.member_epoch and (
+            member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            return SyncOutcome(error=classic_rules.REBALANCE_IN_PROGRESS)
+        self._touch(now, group, member)
+        return SyncOutcome(
+            error=rules.NONE,
+            protocol_type="consumer",
+            protocol_name=member.classic.protocol_name,
+            assignment=encode_assignment(self._named(member.assigned)),
+        )
+
+    def classic_heartbeat(
+        self,
+        now: float,
+        *,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+    ) -> int:
+        group = self.groups[group_id]
+        member, code = self._classic_member(group, member_id, instance_id)
+        if member is None:
+            return code
+        if generation != member.member_epoch:
+            return classic_rules.ILLEGAL_GENERATION
+        self._touch(now, group, member)
+        target = group.target.get(member.member_id, {})
+        waiting = any(
+            group.owners.get((topic_id, p), member.member_id) != member.member_id
+            for topic_id, parts in target.items()
+            for p in parts - member.assigned.get(topic_id, frozenset())
+        )
+        if (
+            member.member_epoch < group.group_epoch
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (member.state is MemberState.UNRELEASED_PARTITIONS and not waiting)
+        ):
+            return classic_rules.REBALANCE_IN_PROGRESS
+        return rules.NONE
+
+    def classic_leave(
+        self, now: float, group_id: str, members: list[tuple[str, str | None]]
+    ) -> list[tuple[str, str | None, int]]:
+        results: list[tuple[str, str | None, int]] = []
+        for position, (member_id, instance_id) in enumerate(members):
+            group = self.groups.get(group_id)
+            if group is None:  # downgraded by an earlier leave of this request
+                _, rest = self.offsets.leave(now, group_id=group_id, members=members[position:])
+                return results + rest
+            found, code = self._classic_member(group, member_id, instance_id)
+            if found is None and instance_id is None:
+                found = group.members.get(member_id)  # a consumer-protocol member's id
+                code = rules.NONE if found is not None else code
+            if found is None:
+                results.append((member_id, instance_id, code))
+                continue
+            self._remove(now, group, found, "left")
+            results.append((member_id, instance_id, rules.NONE))
+        return results

@@ -26,6 +26,14 @@ Transitions:
     Empty               -> Dead                 DeleteGroups, or expiry: Empty with no
                                                 offsets left once the retention has run out,
                                                 or its last offsets' topic is deleted
+    PreparingRebalance, CompletingRebalance, Stable -> Empty
+                                                online upgrade: a member of Kafka 4's consumer
+                                                protocol joins, and the members move to that
+                                                coordinator (consumer_group_rules: Mixed
+                                                groups); only the offsets stay here
+    Empty               -> PreparingRebalance   online downgrade: the last consumer-protocol
+                                                member left; the classic members come back
+                                                and must rejoin
 
 Request rules (Kafka's GroupCoordinator; each checks the member first, then the
 generation, then the state):
@@ -98,9 +106,11 @@ ALLOWED_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
         {GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.DEAD}
     ),
     GroupState.COMPLETING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.DEAD}
+        {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.DEAD, GroupState.EMPTY}
     ),
-    GroupState.STABLE: frozenset({GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
+    GroupState.STABLE: frozenset(
+        {GroupState.PREPARING_REBALANCE, GroupState.DEAD, GroupState.EMPTY}
+    ),
     GroupState.DEAD: frozenset(),
 }
 

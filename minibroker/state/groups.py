@@ -27,7 +27,6 @@ from __future__ import annotations
 import enum
 import heapq
 import logging
-import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -35,6 +34,11 @@ from functools import lru_cache
 from typing import Generic, TypeVar
 
 from minibroker.config import BrokerConfig
+from minibroker.protocol.consumer_protocol import (  # noqa: F401  (importable here too)
+    encode_assignment,
+    parse_assignment,
+    parse_subscription,
+)
 from minibroker.state import group_rules as rules
 from minibroker.state.group_rules import ALLOWED_TRANSITIONS, GroupState, IllegalTransition
 
@@ -192,55 +196,6 @@ class Group:
         return topics
 
 
-def parse_subscription(metadata: bytes) -> list[str] | None:
-    """Topic names of a ConsumerProtocolSubscription (any version), or None."""
-    try:
-        position = 2  # int16 version
-        (count,) = struct.unpack_from(">i", metadata, position)
-        position += 4
-        topics = []
-        for _ in range(max(count, 0)):
-            (length,) = struct.unpack_from(">h", metadata, position)
-            position += 2
-            topics.append(metadata[position : position + length].decode())
-            position += length
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return None
-
-
-def parse_assignment(data: bytes) -> dict[str, list[int]]:
-    """Topic -> partitions of a ConsumerProtocolAssignment (any version); {} when the
-    bytes are not one (another protocol type, or none yet)."""
-    try:
-        position = 2  # int16 version
-        (count,) = struct.unpack_from(">i", data, position)
-        position += 4
-        assigned: dict[str, list[int]] = {}
-        for _ in range(max(count, 0)):
-            (length,) = struct.unpack_from(">h", data, position)
-            position += 2
-            topic = data[position : position + max(length, 0)].decode()
-            position += max(length, 0)
-            (partitions,) = struct.unpack_from(">i", data, position)
-            position += 4
-            assigned[topic] = list(struct.unpack_from(f">{max(partitions, 0)}i", data, position))
-            position += 4 * max(partitions, 0)
-        return assigned
-    except (struct.error, UnicodeDecodeError):
-        return {}
-
-
-def encode_assignment(assigned: dict[str, list[int]]) -> bytes:
-    """A ConsumerProtocolAssignment v0 of topic -> partitions (no user data)."""
-    data = struct.pack(">hi", 0, len(assigned))
-    for topic, partitions in assigned.items():
-        name = topic.encode()
-        data += struct.pack(f">h{len(name)}si", len(name), name, len(partitions))
-        data += struct.pack(f">{len(partitions)}i", *partitions)
-    return data + struct.pack(">i", -1)
-
-
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode (UTF-16 code units, 32-bit overflow)."""
     value = 0
@@ -280,6 +235,10 @@ class GroupCoordinator:
         self.held: set[str] = set()
         # Told of each group removed (deleted or expired), by group id.
         self.on_group_removed: Callable[[str], None] | None = None
+        # Checks a transactional commit's member against a group another coordinator
+        # runs: (group id, member id, generation or epoch) -> error code, or None when
+        # the group is not one of its.
+        self.check_elsewhere: Callable[[str, str, int], int | None] | None = None
 
     def _offsets_changed(
         self, group_id: str, changes: dict[tuple[str, int], CommittedOffset | None] | None
@@ -993,6 +952,13 @@ class GroupCoordinator:
     ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: keep the offsets pending for the producer's transaction
         (transaction_rules); error code per partition."""
+        if self.check_elsewhere is not None:
+            elsewhere = self.check_elsewhere(group_id, member_id, generation)
+            if elsewhere is not None:
+                if elsewhere != rules.NONE:
+                    return {(t, p): elsewhere for t, p, *_ in offsets}
+                held = self.groups.get(group_id) or self._create_group(now, group_id)
+                return self._store(now, offsets, held.pending_offsets.setdefault(producer_id, {}))
         group = self.groups.get(group_id)
         if group is None:
             group = self._create_group(now, group_id)
@@ -1148,6 +1114,61 @@ class GroupCoordinator:
             group.empty_since = now
             group.had_members = True
             self._arm_expiry(group)
+
+    def convertible(self, group_id: str) -> bool:
+        """Whether a classic group with members may become a consumer-protocol group (an
+        online upgrade): every member speaks the consumer embedded protocol."""
+        group = self.groups.get(group_id)
+        return (
+            group is not None
+            and bool(group.members)
+            and group.state is not GroupState.DEAD
+            and group.protocol_type == "consumer"
+            and all(parse_subscription(m.metadata_for(m.protocols[0][0])) is not None
+                    for m in group.members.values() if m.protocols)
+        )  # fmt: skip
+
+    def hand_over(self, now: float, group_id: str) -> tuple[int, list[Member]]:
+        """An online upgrade: the group's members leave this coordinator (waiting joins
+        and syncs are answered REBALANCE_IN_PROGRESS) and it keeps only the offsets, held.
+        Returns the generation and the members as they were."""
+        group = self.groups[group_id]
+        members = list(group.members.values())
+        for member in members:
+            if member.join_slot is not None:
+                member.join_slot.fill(JoinOutcome(error=rules.REBALANCE_IN_PROGRESS))
+            if member.sync_slot is not None:
+                member.sync_slot.fill(SyncOutcome(error=rules.REBALANCE_IN_PROGRESS))
+        for key in list(group.timers):
+            self._forget(group, *key)
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.rebalance_deadline = group.initial_delay_deadline = None
+        group.transition(GroupState.EMPTY)
+        self.held.add(group_id)
+        return group.generation, members
+
+    def take_back(
+        self, now: float, group_id: str, generation: int, members: list[Member], reason: str
+    ) -> None:
+        """An online downgrade: classic members come back under this coordinator at the
+        consumer group's epoch, with their partitions, and a rebalance starts so that they
+        rejoin as a classic group."""
+        group = self.groups.get(group_id) or self._create_group(now, group_id)
+        self.held.discard(group_id)
+        self._forget(group, Timer.EXPIRY, "")
+        group.generation = generation
+        group.protocol_type = "consumer"
+        group.protocol_name = members[0].protocols[0][0] if members[0].protocols else None
+        group.leader_id = members[0].member_id
+        group.had_members = True
+        for member in members:
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+            self._touch(now, group, member)
+        self._prepare_rebalance(now, group, reason)
 
     def drop(self, group_id: str) -> None:
         """The other coordinator deleted the group: its offsets go too."""

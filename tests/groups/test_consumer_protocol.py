@@ -45,6 +45,7 @@ DRAIN = 15.0  # seconds for settled members to read what is left
 REGEX_PICKUP = 40.0
 # Longer than Kafka's heartbeat interval (5 s), far shorter than its session timeout (45 s).
 AWAY = 6.0
+BATCH = 500  # records a member takes per poll, and so at most in flight per partition
 
 Record = tuple[str, int, int]  # topic, partition, offset
 
@@ -123,7 +124,9 @@ class Writer:
         return self.delivered
 
 
-def produce(bootstrap: str, topic: str, per_partition: int, partitions: int = PARTITIONS) -> list:
+def produce(
+    bootstrap: str, topic: str, per_partition: int, partitions: int = PARTITIONS
+) -> list[Record]:
     writer = Writer(bootstrap)
     writer.send(topic, range(partitions), per_partition)
     return writer.flush()
@@ -146,7 +149,7 @@ class Member:
         name: str,
         topics: list[str],
         *,
-        batch: int = 500,
+        batch: int = BATCH,
         **settings: Any,
     ) -> None:
         self.name = name
@@ -345,7 +348,7 @@ def test_a_fourth_member_joining_mid_stream_takes_partitions_and_loses_nothing(
     moved = {p for m in members for kind, parts in m.changes_since(joined) for _, p in parts}
     duplicates = [r for r, n in Counter(consumed(members)).items() if n > 1]
     assert {p for _, p, _ in duplicates} <= moved, (duplicates, moved)
-    assert len(duplicates) <= 500 * len(moved), duplicates
+    assert len(duplicates) <= BATCH * len(moved), duplicates
     for member in members:
         assert not member.errors and not member.commit_errors, (member.errors, member.commit_errors)
 
@@ -505,7 +508,6 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(
 
     create_topic(broker.bootstrap_servers, other, 2)
     create_topic(broker.bootstrap_servers, matching, 2)
-    created = time.monotonic()
     produced = produce(broker.bootstrap_servers, matching, 10, partitions=2)
     produce(broker.bootstrap_servers, other, 10, partitions=2)
     settle(
@@ -514,8 +516,6 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(
         f"the regex subscription did not read {matching}",
         timeout=REGEX_PICKUP,
     )
-    picked_up = min(at for at, kind, _ in member.events if kind == "assigned") - created
-    assert picked_up < REGEX_PICKUP
     assert member.owned == {(matching, 0), (matching, 1)}
     assert sorted(member.records) == sorted(produced), "records of another topic, or twice"
     assert not member.errors, member.errors
