@@ -523,6 +523,10 @@ def test_transitions_outside_the_rules_raise() -> None:
     group.transition(GroupState.COMPLETING_REBALANCE)
     group.transition(GroupState.STABLE)
     with pytest.raises(IllegalTransition):
+        group.transition(GroupState.COMPLETING_REBALANCE)
+    group.transition(GroupState.EMPTY)  # handed over to the consumer protocol (upgrade)
+    group.transition(GroupState.DEAD)
+    with pytest.raises(IllegalTransition):
         group.transition(GroupState.EMPTY)
 
 
