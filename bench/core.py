@@ -109,10 +109,11 @@ QUICK = Plan(
 class ServerProcess:
     """A broker in a child process (bench/runner.py), steered over its stdin/stdout."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, settings: dict[str, str] | None = None) -> None:
         self.kind = kind
+        extra = [f"{key}={value}" for key, value in (settings or {}).items()]
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.runner", "serve", kind],
+            [sys.executable, "-m", "bench.runner", "serve", kind, *extra],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -165,8 +166,9 @@ class ServerProcess:
 
 
 @contextmanager
-def server(kind: str) -> Iterator[ServerProcess]:
-    process = ServerProcess(kind)
+def server(kind: str, settings: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    """A broker in a child process; `settings` are broker settings added to a Kafka's."""
+    process = ServerProcess(kind, settings)
     try:
         yield process
     finally:

@@ -1,8 +1,9 @@
 """Child-process side of the benchmarks.
 
-python -m bench.runner serve minibroker|mock|kafka|kafka-stock|kfake
-    Hosts one broker. Prints `READY <bootstrap.servers> <pid of the broker's process>`,
-    then answers one line per command read from stdin:
+python -m bench.runner serve minibroker|mock|kafka|kafka-stock|kfake [KEY=VALUE ...]
+    Hosts one broker; KEY=VALUE pairs are broker settings added to a Kafka's (the `kafka`
+    kinds only). Prints `READY <bootstrap.servers> <pid of the broker's process>`, then
+    answers one line per command read from stdin:
         topic NAME PARTITIONS  -> OK
         stats                  -> JSON: rss_kb, hwm_kb (of the broker's process),
                                   stored_bytes (minibroker only, else null)
@@ -79,7 +80,9 @@ class _KfakeProcess:
 
 
 class _Host:
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, extra: dict[str, str] | None = None) -> None:
+        if extra and kind not in ("kafka", "kafka-stock"):
+            raise ValueError(f"broker settings are taken by a Kafka only, not {kind!r}")
         self.kind = kind
         self.broker: Broker | None = None
         self.mock: MockCluster | None = None
@@ -97,9 +100,8 @@ class _Host:
             from minibroker.testing.real_kafka import RealKafka
 
             stock = {"group.initial.rebalance.delay.ms": KAFKA_STOCK_REBALANCE_DELAY_MS}
-            self.kafka = RealKafka(
-                KAFKA_LINE, heap=KAFKA_HEAP, settings=stock if kind == "kafka-stock" else None
-            )
+            settings = {**(stock if kind == "kafka-stock" else {}), **(extra or {})}
+            self.kafka = RealKafka(KAFKA_LINE, heap=KAFKA_HEAP, settings=settings)
             self.admin = self.kafka.start()
             self.bootstrap = self.kafka.bootstrap_servers
             self.pid = self.kafka.pid
@@ -150,8 +152,8 @@ class _Host:
 SERVED = ("minibroker", "mock", "kafka", "kafka-stock", "kfake")
 
 
-def serve(kind: str) -> None:
-    host = _Host(kind)
+def serve(kind: str, extra: dict[str, str] | None = None) -> None:
+    host = _Host(kind, extra)
     print(f"READY {host.bootstrap} {host.pid}", flush=True)
     for line in sys.stdin:
         words = line.split()
@@ -244,7 +246,11 @@ def startup(kind: str, probe: str) -> tuple[float, float]:
 
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "serve" and argv[1] in SERVED:
-        serve(argv[1])
+        pairs = [word.partition("=") for word in argv[2:]]
+        if any(not key or not sep for key, sep, _ in pairs):
+            print(__doc__, file=sys.stderr)
+            return 2
+        serve(argv[1], {key: value for key, _, value in pairs})
         return 0
     if len(argv) >= 3 and argv[0] == "startup":
         cold, warm = startup(argv[1], argv[2])
