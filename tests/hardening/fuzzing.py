@@ -1108,6 +1108,9 @@ def _confluent_scenarios(bootstrap: str, tag: str, steps: _Steps) -> None:
     steps.run("produce acks=1", lambda: _ck_produce(bootstrap, topic, None, "1", False))
     steps.run("produce acks=0", lambda: _ck_produce(bootstrap, topic, None, "0", False))
     steps.run("group consumer", lambda: _ck_group(bootstrap, topic, group))
+    steps.run(
+        "consumer-protocol group", lambda: _ck_consumer_protocol(bootstrap, topic, group + "-848")
+    )
     steps.run("transactions", lambda: _ck_transactions(bootstrap, topic, tag))
     steps.run("admin", lambda: _ck_admin(bootstrap, f"fz-ck-admin-{tag}", topic, group, steps))
 
@@ -1163,6 +1166,36 @@ def _ck_group(bootstrap: str, topic: str, group: str) -> None:
         consumer.committed([TopicPartition(topic, 0)], timeout=10)
         consumer.offsets_for_times([TopicPartition(topic, 0, CREATE_TIME_MS + 5)], timeout=10)
         consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+
+
+def _ck_consumer_protocol(bootstrap: str, topic: str, group: str) -> None:
+    """A member of Kafka 4's consumer group protocol reads, commits and leaves; the admin
+    client describes the group (ConsumerGroupHeartbeat and ConsumerGroupDescribe frames)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    consumer = Consumer(
+        {
+            **_confluent_common(bootstrap),
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                break
+        consumer.commit(asynchronous=False)
+        admin = AdminClient(_confluent_common(bootstrap))
+        admin.describe_consumer_groups([group])[group].result(10)
     finally:
         consumer.close()
 

@@ -49,6 +49,7 @@ WATCHDOG_SECONDS = 900
 # offsets, admin calls, idempotent producer ids, transactions, cluster description.
 EXPECTED_APIS = {0, 1, 2, 3, 8, 9, 10, 11, 13, 14, 15, 16, 18, 19, 20, 22, 32, 37, 42, 60}
 EXPECTED_APIS |= {24, 25, 26, 28}  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+EXPECTED_APIS |= {68, 69}  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
 
 
 @pytest.fixture(scope="session")
