@@ -3,6 +3,11 @@
     python -m minibroker.consumer.explain --topic my-topic:6 --hosts A,B,C --per-host 6
     python -m minibroker.consumer.explain --topic t0:1 --topic t1:2 --topic t2:3 \\
         --member C0=t0 --member C1=t0,t1 --member C2=t0,t1,t2 --strategy roundrobin
+    python -m minibroker.consumer.explain --topic my-topic:6 --hosts A,B,C --per-host 6 \\
+        --group-protocol consumer
+
+With ``--group-protocol consumer`` (Kafka 4's protocol, KIP-848) the broker assigns,
+with its ``uniform`` (default) or ``range`` assignor, as minibroker's coordinator does.
 
 Members are ``id``, ``id@host`` or ``id@host=topic,topic`` (no ``=`` subscribes to
 every topic given). ``--hosts A,B --per-host 3`` makes members ``A-0 .. B-2``.
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +32,10 @@ from minibroker.consumer.assign import (
     group_by_topic,
     member_order,
 )
+from minibroker.state.server_assignors import ASSIGNORS as SERVER_ASSIGNORS
+
+GROUP_PROTOCOLS = ("classic", "consumer")
+SERVER_SIDE = " (the broker's, group.protocol=consumer)"
 
 
 @dataclass(frozen=True)
@@ -95,16 +105,28 @@ def explain_assignment(
     members: Iterable[Member | str],
     subscriptions: Mapping[str, Collection[str]] | Collection[str],
     partition_counts: Mapping[str, int],
-    strategy: str = "range",
+    strategy: str | None = None,
     *,
     previous: Mapping[str, Collection[Partition]] | None = None,
+    group_protocol: str = "classic",
 ) -> Explanation:
     """Compute the assignment `strategy` would produce and describe its problems.
 
     `subscriptions` maps member id to topics, or is one collection of topics that
-    every member subscribes to. `previous` (for sticky) maps member id to what it
-    owned before.
+    every member subscribes to. `previous` (for sticky and uniform) maps member id to
+    what it owned before. `group_protocol="consumer"` (Kafka 4's protocol) explains the
+    broker's assignment instead: `strategy` is then its assignor, `uniform` (the
+    default) or `range`.
     """
+    if group_protocol not in GROUP_PROTOCOLS:
+        raise ValueError(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}")
+    server_side = group_protocol == "consumer"
+    strategy = strategy or ("uniform" if server_side else "range")
+    if server_side and strategy not in SERVER_ASSIGNORS:
+        raise ValueError(
+            f"unknown server-side assignor {strategy!r}; expected one of "
+            f"{', '.join(SERVER_ASSIGNORS)}"
+        )
     specs = [m if isinstance(m, Member) else Member(m) for m in members]
     if len({m.member_id for m in specs}) != len(specs):
         raise ValueError("member ids must be unique")
@@ -115,12 +137,44 @@ def explain_assignment(
         subs = {m.member_id: shared for m in specs}
     instance_ids = {m.member_id: m.group_instance_id for m in specs}
     hosts = {m.member_id: m.host for m in specs}
-    prior = {m: PreviousAssignment(tuple(ps), 0) for m, ps in (previous or {}).items()}
-    result = assign(strategy, subs, partition_counts, previous=prior, instance_ids=instance_ids)
-    order = member_order(subs, instance_ids)
-    explanation = Explanation(strategy, order, result, hosts)
+    if server_side:
+        result = _server_side(strategy, subs, partition_counts, previous or {})
+        order = sorted(subs)
+        shown = f"{strategy}{SERVER_SIDE}"
+    else:
+        prior = {m: PreviousAssignment(tuple(ps), 0) for m, ps in (previous or {}).items()}
+        result = assign(strategy, subs, partition_counts, previous=prior, instance_ids=instance_ids)
+        order = member_order(subs, instance_ids)
+        shown = strategy
+    explanation = Explanation(shown, order, result, hosts)
     explanation.warnings.extend(_warnings(explanation, subs, partition_counts))
     return explanation
+
+
+def _server_side(
+    assignor: str,
+    subs: Mapping[str, frozenset[str]],
+    partition_counts: Mapping[str, int],
+    previous: Mapping[str, Collection[Partition]],
+) -> Assignment:
+    """The assignment minibroker's group coordinator computes with `assignor`."""
+    ids = {t: uuid.uuid5(uuid.NAMESPACE_URL, t) for ts in subs.values() for t in ts}
+    ids.update({t: uuid.uuid5(uuid.NAMESPACE_URL, t) for t in partition_counts})
+    names = {topic_id: name for name, topic_id in ids.items()}
+    current: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+    for member, owned in previous.items():
+        for topic, index in owned:
+            current.setdefault(member, {}).setdefault(ids[topic], frozenset())
+            current[member][ids[topic]] |= {index}
+    target = SERVER_ASSIGNORS[assignor](
+        {m: frozenset(ids[t] for t in ts if t in partition_counts) for m, ts in subs.items()},
+        {ids[t]: count for t, count in partition_counts.items()},
+        current,
+    )
+    return {
+        member: sorted((names[t], p) for t, parts in target.get(member, {}).items() for p in parts)
+        for member in subs
+    }
 
 
 def _warnings(
@@ -169,6 +223,14 @@ def _warnings(
             "will receive nothing"
         )
         busy = [m for m in ex.order if ex.assignment[m]]
+        if ex.strategy.endswith(SERVER_SIDE):
+            text += (
+                "; the broker assigns, and members name themselves with random ids, so "
+                "which ones wait is a matter of chance and partly changes at every "
+                "restart: add partitions or run fewer consumers"
+            )
+            warnings.append(text)
+            return warnings
         if ex.strategy == "range" and busy == ex.order[: len(busy)]:
             where = _hosts_phrase(busy, ex.hosts)
             if where:
@@ -266,7 +328,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--member", action="append", default=[], metavar="ID[@HOST][=T1,T2]")
     parser.add_argument("--hosts", help="comma-separated hosts; use with --per-host")
     parser.add_argument("--per-host", type=int, default=1, help="members per host")
-    parser.add_argument("--strategy", choices=STRATEGIES, default="range")
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES + tuple(a for a in SERVER_ASSIGNORS if a not in STRATEGIES),
+        help="the client's assignor (classic: range by default), or the broker's "
+        "(consumer: uniform by default, or range)",
+    )
+    parser.add_argument(
+        "--group-protocol",
+        choices=GROUP_PROTOCOLS,
+        default="classic",
+        help="consumer: Kafka 4's protocol, where the broker assigns",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--fail-on-warning", action="store_true", help="exit with status 1 if anything is warned"
@@ -287,7 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give --member or --hosts")
     subscriptions = {m.member_id: explicit.get(m.member_id, list(counts)) for m in members}
     try:
-        result = explain_assignment(members, subscriptions, counts, args.strategy)
+        result = explain_assignment(
+            members, subscriptions, counts, args.strategy, group_protocol=args.group_protocol
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if args.json:

@@ -98,3 +98,31 @@ def test_cli_fail_on_warning_and_bad_input() -> None:
     bad = run_cli("--topic", "no-count", "--member", "a")
     assert bad.returncode == 2
     assert "NAME:PARTITIONS" in bad.stderr
+
+
+def test_the_brokers_uniform_assignment_of_eighteen_members_on_six_partitions() -> None:
+    """Kafka 4's protocol: the broker assigns; 12 of 18 still wait, and the warning says
+    why the client cannot choose which."""
+    members = [Member(f"{host}-{i}", host) for host in "ABC" for i in range(6)]
+    result = explain_assignment(members, ["t"], {"t": 6}, group_protocol="consumer")
+    assert result.strategy.startswith("uniform")
+    assert sorted(result.counts().values()) == [0] * 12 + [1] * 6
+    assert sorted(p for m in result.order for _, p in result.assignment[m]) == list(range(6))
+    (warning,) = result.warnings
+    assert "12 members will receive nothing" in warning and "random ids" in warning
+
+
+def test_the_brokers_assignors_match_its_coordinator() -> None:
+    """The explanation is what the coordinator computes: uniform keeps owners (sticky),
+    range gives each member consecutive partitions on every topic."""
+    previous = {"a": [("t", 4), ("t", 5)], "b": [("t", 0), ("t", 1), ("t", 2), ("t", 3)]}
+    sticky = explain_assignment(
+        ["a", "b", "c"], ["t"], {"t": 6}, previous=previous, group_protocol="consumer"
+    )
+    assert set(sticky.assignment["a"]) == {("t", 4), ("t", 5)}
+    assert set(sticky.assignment["b"]) < set(previous["b"])
+    ranged = explain_assignment(
+        ["a", "b"], ["t", "u"], {"t": 3, "u": 3}, "range", group_protocol="consumer"
+    )
+    assert ranged.assignment["a"] == [("t", 0), ("t", 1), ("u", 0), ("u", 1)]
+    assert ranged.assignment["b"] == [("t", 2), ("u", 2)]
