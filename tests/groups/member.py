@@ -2,8 +2,11 @@
 
     python -m tests.groups.member CLIENT BOOTSTRAP TOPIC GROUP CLIENT_ID SESSION_MS HEARTBEAT_MS
 
-CLIENT is confluent-kafka, kafka-python or aiokafka. Every rebalance callback prints one
-line, `assigned 0,3` or `revoked 0,3`, flushed at once; the process consumes until killed.
+CLIENT is confluent-kafka, kafka-python, aiokafka or confluent-kafka-consumer-protocol
+(group.protocol=consumer, where the broker sets the session and heartbeat interval and the
+callbacks are incremental: each change is printed as `assigned` with all the member then
+holds). Every rebalance callback prints one line, `assigned 0,3` or `revoked 0,3`,
+flushed at once; the process consumes until killed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,34 @@ def run_confluent(
         on_assign=lambda _, parts: report("assigned", (p.partition for p in parts)),
         on_revoke=lambda _, parts: report("revoked", (p.partition for p in parts)),
     )
+    while True:
+        consumer.poll(0.1)
+
+
+def run_confluent_consumer_protocol(bootstrap: str, topic: str, group: str, client_id: str) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": client_id,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "log_level": 3,
+        }
+    )
+    held: set[int] = set()
+
+    def assigned(_: Any, parts: Any) -> None:
+        held.update(p.partition for p in parts)
+        report("assigned", held)
+
+    def revoked(_: Any, parts: Any) -> None:
+        held.difference_update(p.partition for p in parts)
+        report("assigned", held)
+
+    consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
     while True:
         consumer.poll(0.1)
 
@@ -103,6 +134,8 @@ def main(argv: list[str]) -> None:
     args = (bootstrap, topic, group, client_id, session_ms, heartbeat_ms)
     if client == "confluent-kafka":
         run_confluent(*args)
+    elif client == "confluent-kafka-consumer-protocol":
+        run_confluent_consumer_protocol(bootstrap, topic, group, client_id)
     elif client == "kafka-python":
         run_kafka_python(*args)
     elif client == "aiokafka":

@@ -178,6 +178,39 @@ def test_a_consumer_protocol_member_that_heartbeats_keeps_its_epoch_across_advan
         assert beat(1).error_code == UNKNOWN_MEMBER_ID
 
 
+def test_a_killed_consumer_protocol_member_expires_when_the_clock_is_advanced(
+    kafka_broker: Broker, member_processes: list[MemberProcess]
+) -> None:
+    """Kafka 4's protocol: the broker's 45 s session, run out by the clock alone, hands
+    the killed member's partitions to the one left."""
+    topic, group = unique("vt-848-session"), unique("vt-848-session-group")
+    kafka_broker.create_topic(topic, PARTITIONS)
+    log = RebalanceLog()
+    for name in ("stays", "killed"):
+        member_processes.append(
+            MemberProcess(
+                "confluent-kafka-consumer-protocol",
+                kafka_broker.bootstrap_servers,
+                topic,
+                group,
+                name,
+                log,
+            )
+        )
+    assert wait_until(
+        lambda: (
+            log.owned("stays") | log.owned("killed") == {0, 1}
+            and not log.owned("stays") & log.owned("killed")
+        ),
+        SETTLE_TIMEOUT,
+    )
+    member_processes[1].kill()  # no leave: only its session can end its membership
+    time.sleep(1.0)
+    assert log.owned("stays") != {0, 1}
+    kafka_broker.clock.advance(46)
+    assert wait_until(lambda: log.owned("stays") == {0, 1}, SETTLE_TIMEOUT)
+
+
 def test_the_clock_moves_only_forward(kafka_broker: Broker) -> None:
     before = kafka_broker.clock.wall_ms()
     kafka_broker.clock.advance(3600)
