@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from minibroker.testing.clients import ClientConfigs
 from minibroker.testing.waiting import wait_for
 from tests.cli.conftest import Cli, unique
+from tests.groups.conftest import skip_before_kafka_4
 
 pytestmark = pytest.mark.parity
 
@@ -122,10 +123,14 @@ def test_describe_shows_members_and_reset_refuses_while_they_are_there(
 
 
 def test_a_consumer_protocol_group_is_described_with_its_type_and_target(
-    cli: Cli, kafka_topic: Callable[..., str], kafka_config: ClientConfigs
+    cli: Cli,
+    kafka_topic: Callable[..., str],
+    kafka_config: ClientConfigs,
+    pytestconfig: pytest.Config,
 ) -> None:
     """Kafka 4's protocol (group.protocol=consumer): the broker assigns, and the tools say
     so: type "consumer", each member's assignment and the target it is moving to."""
+    skip_before_kafka_4(pytestconfig)
     topic, group = kafka_topic(partitions=2), unique("kip848")
     settings = kafka_config.confluent_consumer(group, **{"client.id": "cli-848"})
     for ignored in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):

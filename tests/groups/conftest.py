@@ -41,6 +41,15 @@ HEARTBEAT_MS = 100
 KAFKA_MIN_SESSION_MS = 6_000
 
 
+def skip_before_kafka_4(config: pytest.Config) -> None:
+    """Kafka 4's group features (the consumer group protocol, group configs) are not
+    served by Kafka 3.9 with its default settings: skip against it."""
+    backend = config.getoption("kafka_backend") or config.getini("kafka_backend")
+    line = config.getoption("kafka_jvm_version") or config.getini("kafka_jvm_version")
+    if backend == "kafka-jvm" and str(line) == "3.9":
+        pytest.skip("Kafka 3.9 does not serve Kafka 4's group features by default")
+
+
 def session_ms_for(broker: KafkaService) -> int:
     return SESSION_MS if isinstance(broker, Broker) else KAFKA_MIN_SESSION_MS
 

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from minibroker.testing.backends import KafkaService
-from tests.groups.conftest import unique
+from tests.groups.conftest import skip_before_kafka_4, unique
 from tests.rawclient import RawClient, make
 
 FIND_COORDINATOR, CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH = 10, 68, 8, 9
@@ -23,10 +23,7 @@ RETRIES = 60  # a fresh Kafka needs a few seconds before it coordinates a new gr
 
 @pytest.fixture(autouse=True)
 def _consumer_protocol_served(pytestconfig: pytest.Config) -> None:
-    backend = pytestconfig.getoption("kafka_backend") or pytestconfig.getini("kafka_backend")
-    line = pytestconfig.getoption("kafka_jvm_version") or pytestconfig.getini("kafka_jvm_version")
-    if backend == "kafka-jvm" and str(line) == "3.9":
-        pytest.skip("Kafka 3.9 does not serve group.protocol=consumer by default")
+    skip_before_kafka_4(pytestconfig)
 
 
 def _coordinator(bootstrap: str, group: str) -> str:

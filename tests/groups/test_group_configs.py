@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 
 from minibroker import Broker
 from minibroker.testing.backends import KafkaService
-from tests.groups.conftest import SETTLE_TIMEOUT, unique, wait_until
+from tests.groups.conftest import SETTLE_TIMEOUT, skip_before_kafka_4, unique, wait_until
 from tests.rawclient import RawClient
 
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -51,8 +51,9 @@ def _described(admin: AdminClient, group: str) -> dict[str, Any]:
 
 @pytest.mark.parity
 def test_group_configs_are_set_described_and_refused_as_kafka_does(
-    kafka_broker: KafkaService,
+    kafka_broker: KafkaService, pytestconfig: pytest.Config
 ) -> None:
+    skip_before_kafka_4(pytestconfig)
     admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
     group = unique("configured")  # a group need not exist to be configured
     _alter(admin, group, consumer_session_timeout_ms="50000")

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 
 from minibroker.testing.backends import KafkaService
-from tests.groups.conftest import session_ms_for, unique, wait_until
+from tests.groups.conftest import session_ms_for, skip_before_kafka_4, unique, wait_until
 
 PARTITIONS = 6
 SETTLE = 40.0  # Kafka 4.4's members hear of changes every 5 s; a move takes a few
@@ -123,10 +123,7 @@ class ConsumerProtocolMember(ClassicMember):
 
 @pytest.fixture(autouse=True)
 def _consumer_protocol_served(pytestconfig: pytest.Config) -> None:
-    backend = pytestconfig.getoption("kafka_backend") or pytestconfig.getini("kafka_backend")
-    line = pytestconfig.getoption("kafka_jvm_version") or pytestconfig.getini("kafka_jvm_version")
-    if backend == "kafka-jvm" and str(line) == "3.9":
-        pytest.skip("Kafka 3.9 does not serve group.protocol=consumer by default")
+    skip_before_kafka_4(pytestconfig)
 
 
 @pytest.fixture
