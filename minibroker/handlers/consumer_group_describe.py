@@ -1,7 +1,8 @@
 """ConsumerGroupDescribe (key 69), versions 0-1: consumer-protocol groups described.
 
 For each group: its state, group epoch, target assignment epoch and assignor, and each
-member's epoch, subscription, current and target assignment (by topic id and name).
+member's epoch, subscription, current assignment (with the partitions it has still to
+revoke) and target assignment (by topic id and name).
 A group that is not a consumer-protocol group, or not here, is GROUP_ID_NOT_FOUND.
 Not done: authorized operations (reported as not asked for).
 """
@@ -35,6 +36,15 @@ def _assignment(ctx: RequestContext, assigned: Assignment) -> Any:
             )
         )
     return ctx.make("Assignment", topic_partitions=tuple(parts))
+
+
+def _owned(assigned: Assignment, revoking: Assignment) -> Assignment:
+    """What a member holds: its assignment and what it has still to give up (Kafka
+    describes a member that is revoking partitions as holding them until it has)."""
+    held = dict(assigned)
+    for topic_id, partitions in revoking.items():
+        held[topic_id] = held.get(topic_id, frozenset()) | partitions
+    return held
 
 
 def _described(ctx: RequestContext, group_id: str) -> Any:
@@ -72,8 +82,8 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
             client_id=m.client_id,
             client_host=f"/{m.client_host}",
             subscribed_topic_names=m.subscribed_names,
-            subscribed_topic_regex=m.subscribed_regex,
-            assignment=_assignment(ctx, m.assigned),
+            subscribed_topic_regex=m.subscribed_regex or "",  # Kafka: "" when none
+            assignment=_assignment(ctx, _owned(m.assigned, m.pending_revocation)),
             target_assignment=_assignment(ctx, group.target.get(m.member_id, {})),
             member_type=CONSUMER_MEMBER_TYPE,
         )

@@ -29,12 +29,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     consumer_groups = ctx.cluster.consumer_groups
 
     def refuse(code: int, message: str | None = None) -> Any:
+        # As Kafka answers a refused heartbeat: the error alone, no member id, epoch 0.
         return ctx.response(
             throttle_time=NO_THROTTLE,
             error_code=error(code),
             error_message=message,
-            member_id=request.member_id or None,
-            member_epoch=request.member_epoch,
+            member_id=None,
+            member_epoch=0,
             heartbeat_interval=datetime.timedelta(0),
             assignment=None,
         )
@@ -78,8 +79,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         member_id=outcome.member_id,
         member_epoch=outcome.member_epoch,
+        # A member that left (epoch -1, or -2 for a static member) is told no interval.
         heartbeat_interval=datetime.timedelta(
-            milliseconds=consumer_groups.heartbeat_interval_ms(request.group_id)
+            milliseconds=0
+            if outcome.member_epoch < 0
+            else consumer_groups.heartbeat_interval_ms(request.group_id)
         ),
         assignment=assignment,
     )

@@ -4,21 +4,25 @@ The broker, not a member, decides the assignment. Members send ConsumerGroupHear
 every heartbeat interval; each answer may carry the member's new assignment.
 
 Epochs:
-    group epoch          bumped whenever what the assignment depends on changes: a member
-                         joins, leaves or is fenced, a member's subscription (names, regex)
-                         or server assignor changes, or a subscribed topic is created,
-                         deleted or grows partitions.
-    assignment epoch     the group epoch the target assignment was computed for. The target
-                         is computed in the same heartbeat that bumps the group epoch, so
-                         the two are equal between requests.
+    group epoch          1 for a new group; bumped whenever what the assignment depends
+                         on changes: a member's subscription (names, regex; a member joining
+                         with one, as a member joins), the group's server assignor (the one
+                         most members ask for), a member leaving or fenced, or a subscribed
+                         topic created, deleted or grown.
+    assignment epoch     the group epoch the target assignment was computed for. A heartbeat
+                         that bumps the group epoch computes the target at once (Kafka with
+                         group.consumer.assignment.interval.ms=0 and no offloading; its
+                         defaults compute it at most once a second, on another thread); a
+                         member leaving or fenced bumps it alone, and the next heartbeat of
+                         any member computes the target.
     member epoch         the target epoch the member has reconciled to; 0 to join, -1 to
                          leave, -2 for a static member leaving for a restart.
 
 Group states (Kafka's ConsumerGroupState):
     Empty        no members. Committed offsets stay until offsets.retention.minutes after
                  the last member left (as for classic groups).
-    Assigning    the group epoch is ahead of the target assignment's (not held between
-                 requests here: the target is computed at once).
+    Assigning    the group epoch is ahead of the target assignment's: after a member
+                 left or was fenced, until another member's heartbeat.
     Reconciling  some member is not yet at the target epoch, or is waiting on partitions.
     Stable       every member is at the target epoch with its target partitions.
     Dead         deleted (DeleteGroups) or expired; dropped from the coordinator.
@@ -43,13 +47,18 @@ run at each of the member's heartbeats:
     withheld, stable otherwise.
 
 Request rules (ConsumerGroupHeartbeat; Kafka's GroupMetadataManager):
-    INVALID_REQUEST       group id empty; member id empty (v1+, where the client makes it;
-                          v0 lets the coordinator make it on join); instance id ""; join
-                          (epoch 0) without rebalance timeout, without a subscription, or
-                          with owned partitions; epoch -2 without an instance id; an
-                          epoch below -2. (A regex of "" clears the regex subscription.)
-    GROUP_ID_NOT_FOUND    the group id belongs to a classic group with members.
-    UNKNOWN_MEMBER_ID     an epoch other than 0 from a member (or of a group) not here.
+    INVALID_REQUEST       checked in this order: member id empty (v1+, where the client
+                          makes it; in v0 with an epoch above 0 or -1: v0 lets the
+                          coordinator make it on join); group id empty; instance id or rack
+                          id ""; join (epoch 0) without rebalance timeout, without owned
+                          partitions (an empty list) or without a subscription (names or
+                          regex; an empty list of names is one); epoch -2 without an
+                          instance id; an epoch below -2. (A regex of "" clears the regex
+                          subscription.)
+    GROUP_ID_NOT_FOUND    a join to a classic group with members that cannot become a
+                          consumer group; an epoch other than 0 (a heartbeat, a leave) to a
+                          group that is not a consumer group here.
+    UNKNOWN_MEMBER_ID     an epoch other than 0 from a member not in the group.
     FENCED_MEMBER_EPOCH   an epoch above the member's, or below it unless it is the
                           member's previous epoch and the owned partitions are a subset of
                           its assignment (the answer that bumped it may have been lost).

@@ -139,14 +139,18 @@ def as_assignment(owned: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> Assignmen
 
 
 def regex_problem(pattern: str) -> str | None:
-    """Why a subscription regex is refused, or None."""
+    """Why a subscription regex is refused, or None (Kafka's wording, this engine's
+    reason)."""
     if _UNSUPPORTED_REGEX.search(pattern):
-        return f"Invalid regular expression {pattern!r}: look-around and back references"
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        return f"Invalid regular expression {pattern!r}: {exc}"
-    return None
+        reason = "look-around and back references are not supported"
+    else:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            reason = str(exc)
+        else:
+            return None
+    return f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {reason}."
 
 
 class ConsumerGroupCoordinator:
@@ -213,15 +217,15 @@ class ConsumerGroupCoordinator:
         client_host: str,
     ) -> HeartbeatOutcome:
         invalid = self._invalid(
-            version, group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms,
-            subscribed_names, subscribed_regex, owned,
+            version, group_id, member_id, member_epoch, instance_id, rack_id,
+            rebalance_timeout_ms, subscribed_names, subscribed_regex, owned,
         )  # fmt: skip
         if invalid is not None:
             return _fail(rules.INVALID_REQUEST, invalid, member_id)
         if server_assignor is not None and server_assignor not in self.assignors():
             return _fail(
                 rules.UNSUPPORTED_ASSIGNOR,
-                f"Assignor {server_assignor} is not supported. Supported assignors: "
+                f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.assignors())}.",
                 member_id,
             )
@@ -230,7 +234,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             if member_epoch != rules.JOIN_EPOCH:
-                return _fail(rules.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.", member_id)
+                return _fail(rules.GROUP_ID_NOT_FOUND, self._not_found(group_id, member_epoch))
             if self.offsets.has_members(group_id):
                 if not self.offsets.convertible(group_id):
                     return _fail(
@@ -238,8 +242,9 @@ class ConsumerGroupCoordinator:
                     )
                 group = self._upgrade(now, group_id)
             else:
+                # A new group starts at epoch 1 (Kafka's too): epoch 0 is a joining member's.
                 group = self.groups[group_id] = ConsumerGroup(
-                    group_id, assignor=self.assignors()[0]
+                    group_id, group_epoch=1, assignor=self.assignors()[0]
                 )
                 self.offsets.hold(now, group_id)
         if member_epoch == rules.JOIN_EPOCH and not member_id:
@@ -276,7 +281,7 @@ class ConsumerGroupCoordinator:
                 group.members[member_id] = member
                 if instance_id is not None:
                     group.static_members[instance_id] = member_id
-                bump = True
+                # Its subscription (below) bumps the group epoch; joining alone does not.
                 log.debug("group %s: member %s joined", group_id, member_id)  # pragma: no mutate
         else:
             if member is None:
@@ -304,15 +309,15 @@ class ConsumerGroupCoordinator:
         if subscribed_names is not None and set(subscribed_names) != set(member.subscribed_names):
             member.subscribed_names = tuple(sorted(set(subscribed_names)))
             bump = True
-        if subscribed_regex is not None and subscribed_regex != member.subscribed_regex:
+        if subscribed_regex is not None and (subscribed_regex or None) != member.subscribed_regex:
             member.subscribed_regex = subscribed_regex or None
             bump = True
         if server_assignor is not None and server_assignor != member.server_assignor:
+            preferred = self._preferred_assignor(group)
             member.server_assignor = server_assignor
-            bump = True
+            bump = bump or self._preferred_assignor(group) != preferred
         bump = self._topics_moved(group) or bump
-        if bump:
-            self._new_target(group)
+        self._advance(group, bump)
 
         before = member.assigned
         self._reconcile(now, group, member, owned)
@@ -336,32 +341,47 @@ class ConsumerGroupCoordinator:
         member_id: str,
         member_epoch: int,
         instance_id: str | None,
+        rack_id: str | None,
         rebalance_timeout_ms: int,
         subscribed_names: tuple[str, ...] | None,
         subscribed_regex: str | None,
         owned: Assignment | None,
     ) -> str | None:
-        """Why a heartbeat is INVALID_REQUEST (consumer_group_rules), or None."""
+        """Why a heartbeat is INVALID_REQUEST (consumer_group_rules), or None: Kafka's
+        checks in Kafka's order, with its messages."""
+        named = version >= 1 or member_epoch > 0 or member_epoch == rules.LEAVE_EPOCH
+        if named and not member_id:
+            return "MemberId can't be empty."
         if not group_id:
             return "GroupId can't be empty."
         if instance_id == "":
             return "InstanceId can't be empty."
-        if version >= 1 and not member_id:
-            return "MemberId can't be empty."
-        if member_epoch < rules.STATIC_LEAVE_EPOCH:
-            return f"MemberEpoch {member_epoch} is invalid."
+        if rack_id == "":
+            return "RackId can't be empty."
         if member_epoch == rules.JOIN_EPOCH:
             if rebalance_timeout_ms == -1:
                 return "RebalanceTimeoutMs must be provided in first request."
             if owned is None or any(owned.values()):
                 return "TopicPartitions must be empty when (re-)joining."
             if subscribed_names is None and subscribed_regex is None:
-                return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-        elif not member_id:
-            return "MemberId can't be empty."
-        if member_epoch == rules.STATIC_LEAVE_EPOCH and instance_id is None:
-            return "InstanceId can't be null when leaving with epoch -2."
+                return (
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                    "when (re-)joining."
+                )
+        elif member_epoch == rules.STATIC_LEAVE_EPOCH:
+            if instance_id is None:
+                return "InstanceId can't be null."
+        elif member_epoch < rules.STATIC_LEAVE_EPOCH:
+            return "MemberEpoch is invalid."
         return None
+
+    def _not_found(self, group_id: str, member_epoch: int) -> str:
+        """GROUP_ID_NOT_FOUND's message for a heartbeat (or leave) to a group not here."""
+        if self.offsets.has_members(group_id):
+            return f"Group {group_id} is not a consumer group."
+        if member_epoch < 0:
+            return f"Group {group_id} not found."
+        return f"Consumer group {group_id} not found."
 
     @staticmethod
     def _epoch_problem(member: Member, received: int, owned: Assignment | None) -> str | None:
@@ -451,7 +471,9 @@ class ConsumerGroupCoordinator:
         if group.members and all(m.classic is not None for m in group.members.values()):
             self._downgrade(now, group, f"the last consumer-protocol member {why}")
         elif group.members:
-            self._new_target(group)
+            # The target follows at a member's next heartbeat (Kafka's coordinator too):
+            # Assigning meanwhile.
+            group.group_epoch += 1
         else:
             group.group_epoch += 1
             group.assignment_epoch = group.group_epoch
@@ -483,13 +505,25 @@ class ConsumerGroupCoordinator:
         group.topics_version = self.topics_version
         return self._resolve(group) != group.topics_seen
 
+    def _advance(self, group: ConsumerGroup, bump: bool) -> None:
+        """Bump the group epoch for a change the target depends on; compute the target
+        when it is behind the group epoch (this change, a new group, or a member that
+        left or was fenced since the last one)."""
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._new_target(group)
+
+    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The server assignor most members ask for; the first configured one if none."""
+        chosen = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        return max(set(chosen), key=chosen.count) if chosen else self.assignors()[0]
+
     def _new_target(self, group: ConsumerGroup) -> None:
-        """Bump the group epoch and compute the target assignment for it."""
+        """Compute the target assignment for the group epoch."""
         group.topics_version = self.topics_version
         group.topics_seen = self._resolve(group)
-        group.group_epoch += 1
-        chosen = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        group.assignor = max(set(chosen), key=chosen.count) if chosen else self.assignors()[0]
+        group.assignor = self._preferred_assignor(group)
         subscriptions = {}
         for member in group.members.values():
             names = set(member.subscribed_names)
@@ -838,8 +872,7 @@ class ConsumerGroupCoordinator:
             member.subscribed_names = topics
             bump = True
         bump = self._topics_moved(group) or bump
-        if bump:
-            self._new_target(group)
+        self._advance(group, bump)
         self._reconcile(now, group, member, self._ids(subscription.owned))
         self._touch(now, group, member)
         return JoinOutcome(

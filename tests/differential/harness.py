@@ -9,6 +9,9 @@ side. What legitimately differs between two brokers (ids, times, addresses, thro
 times, text of error messages, ordering Kafka does not promise) is normalised away here;
 every other difference is a divergence, fixed in minibroker or listed with its reason in
 KNOWN (and docs/compatibility.md).
+
+Raw-request scenarios (raw_scenarios.py) are compared step by step instead: see
+"Scripted exchanges" below.
 """
 
 from __future__ import annotations
@@ -89,17 +92,28 @@ class Divergence:
 IDENTITIES = ("name", "partition_index", "partition", "index", "topic", "group_id", "key")
 
 
-def normalise(value: Any) -> Any:
+def normalise(
+    value: Any,
+    volatile: frozenset[str] = VOLATILE,
+    identities: tuple[str, ...] = IDENTITIES,
+) -> Any:
     """Volatile fields blanked; lists of named entities keyed by name, other lists of
     entities sorted (Kafka promises no order)."""
     if isinstance(value, dict):
-        return {k: (SAME if k in VOLATILE else normalise(v)) for k, v in value.items()}
+        return {
+            k: (SAME if k in volatile else normalise(v, volatile, identities))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         # Kafka's internal topics (__consumer_offsets): minibroker keeps offsets in no topic.
-        items = [normalise(v) for v in value if not (isinstance(v, dict) and v.get("is_internal"))]
+        items = [
+            normalise(v, volatile, identities)
+            for v in value
+            if not (isinstance(v, dict) and v.get("is_internal"))
+        ]
         if not items or not all(isinstance(v, dict) for v in items):
             return items
-        for identity in IDENTITIES:
+        for identity in identities:
             names = [str(v.get(identity)) for v in items if identity in v]
             if len(names) == len(items) and len(set(names)) == len(names):
                 return {f"[{n}]": v for n, v in zip(names, items, strict=True)}
@@ -118,7 +132,7 @@ SETTLING = frozenset({5, 6, 14, 15, 16, 51})
 REPLACEABLE = {"Metadata": SETTLING | {3}}
 
 
-def _error_codes(value: Any) -> set[int]:
+def error_codes(value: Any) -> set[int]:
     if isinstance(value, dict):
         codes = {
             v
@@ -126,9 +140,9 @@ def _error_codes(value: Any) -> set[int]:
             # AddPartitionsToTxn names its partition_error_code
             if (k == "error_code" or k.endswith("_error_code")) and isinstance(v, int)
         }
-        return codes.union(*(_error_codes(v) for v in value.values()))
+        return codes.union(*(error_codes(v) for v in value.values()))
     if isinstance(value, list):
-        return set().union(*(_error_codes(v) for v in value))
+        return set().union(*(error_codes(v) for v in value))
     return set()
 
 
@@ -186,12 +200,12 @@ def first_answers(exchanges: Iterable[Exchange]) -> dict[tuple[str, int, str], A
         request = json.dumps(
             normalise(_named(exchange.request, names)), sort_keys=True, default=str
         )
-        if _error_codes(answer) & FENCING:
+        if error_codes(answer) & FENCING:
             request += " (fenced)"
         key = (exchange.api, exchange.version, request)
         passing = REPLACEABLE.get(exchange.api, SETTLING)
         if key not in found or (
-            _error_codes(found[key]) & passing and not _error_codes(answer) & passing
+            error_codes(found[key]) & passing and not error_codes(answer) & passing
         ):
             found[key] = answer
     return found
@@ -229,16 +243,120 @@ def compare(kafka: Iterable[Exchange], minibroker: Iterable[Exchange]) -> Compar
     settling = 0
     for key in sorted(set(on_kafka) & set(on_minibroker)):
         api, version, _ = key
-        if (
-            _error_codes(on_kafka[key]) & SETTLING
-            and not _error_codes(on_minibroker[key]) & SETTLING
-        ):
+        if error_codes(on_kafka[key]) & SETTLING and not error_codes(on_minibroker[key]) & SETTLING:
             settling += 1  # the client moved on with another request (a new coordinator)
             continue
         compared[api, version] = compared.get((api, version), 0) + 1
         for path, k, m in differences(on_kafka[key], on_minibroker[key]):
             found.append(Divergence(api, version, path, k, m))
     return Comparison(compared, found, settling)
+
+
+# --- Scripted exchanges: raw requests a scenario sends one after another ---
+#
+# A raw-request scenario (raw_scenarios.py) sends the same requests in the same order on
+# one connection, so its exchanges are compared in order, each under the label of its
+# step, requests and answers alike. Less is set aside than for clients' exchanges:
+# - ids the broker makes (member ids of v0 joins and of JoinGroup) and ids a scenario
+#   names are replaced by "<member N>", numbered by first appearance in the run, so an
+#   answer naming the wrong member still differs; topic ids by "<topic NAME>";
+# - the text of error messages: only whether there is one is compared;
+# - heartbeat_interval when it is the broker's configured interval (each broker's own
+#   setting; any other value, such as 0, is compared);
+# - throttle times.
+# Answers with a settling error (SETTLING) are dropped: the scenario asks again.
+
+SCRIPTED_VOLATILE = frozenset({"throttle_time"})
+SCRIPTED_IDENTITIES = (*IDENTITIES, "member_id", "topic_id")
+MEMBER_ID_FIELDS = frozenset({"member_id", "leader"})
+NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
+A_MESSAGE = "<message>"
+THE_INTERVAL = "<configured heartbeat interval>"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted exchange, normalised."""
+
+    label: str
+    api: str
+    version: int
+    request: Any
+    response: Any
+
+
+def scripted(
+    exchanges: Iterable[Exchange], client_id: str, heartbeat_interval_ms: int
+) -> list[Step]:
+    """The exchanges of the scripted client (its client id), in order, normalised; the
+    labels are filled in by compare_scripted."""
+    exchanges = list(exchanges)
+    names = _topic_names(exchanges)
+    members: dict[str, str] = {}
+    topics: dict[str, str] = {}
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            if key == "error_message":
+                out[key] = None if item is None else A_MESSAGE
+            elif key in MEMBER_ID_FIELDS and isinstance(item, str) and item:
+                out[key] = members.setdefault(item, f"<member {len(members) + 1}>")
+            elif key == "topic_id" and item is not None and str(item) != NO_TOPIC_ID:
+                name = names.get(str(item))
+                out[key] = (
+                    f"<topic {name}>"
+                    if name is not None
+                    else topics.setdefault(str(item), f"<topic {len(topics) + 1}>")
+                )
+            elif key == "heartbeat_interval" and item == heartbeat_interval_ms:
+                out[key] = THE_INTERVAL
+            else:
+                out[key] = renamed(item)
+        return out
+
+    steps = []
+    for exchange in exchanges:
+        if exchange.client_id != client_id or exchange.response is None:
+            continue
+        request, response = renamed(exchange.request), renamed(exchange.response)
+        if error_codes(response) & SETTLING:
+            continue  # asked again
+        steps.append(
+            Step(
+                "",
+                exchange.api,
+                exchange.version,
+                normalise(request, SCRIPTED_VOLATILE, SCRIPTED_IDENTITIES),
+                normalise(response, SCRIPTED_VOLATILE, SCRIPTED_IDENTITIES),
+            )
+        )
+    return steps
+
+
+def compare_scripted(kafka: list[Step], minibroker: list[Step], labels: list[str]) -> Comparison:
+    """Each step's request and answer on Kafka against minibroker's. A divergence's path
+    starts with the step's label in angle brackets; a request that differs (a scenario
+    asks what an earlier answer told it) is under "request"."""
+    assert len(kafka) == len(minibroker) == len(labels), (
+        f"{len(labels)} steps sent; Kafka answered {len(kafka)}, minibroker {len(minibroker)}"
+    )
+    compared: dict[tuple[str, int], int] = {}
+    found: list[Divergence] = []
+    for label, k, m in zip(labels, kafka, minibroker, strict=True):
+        assert (k.api, k.version) == (m.api, m.version), f"{label}: {k.api} v{k.version}, {m.api}"
+        compared[k.api, k.version] = compared.get((k.api, k.version), 0) + 1
+        for part, on_kafka, on_minibroker in (
+            ("request", k.request, m.request),
+            ("", k.response, m.response),
+        ):
+            for path, a, b in differences(on_kafka, on_minibroker, part):
+                found.append(Divergence(k.api, k.version, f"<{label}> {path}", a, b))
+    return Comparison(compared, found)
 
 
 def unexplained(

@@ -3,6 +3,7 @@ reconciliation, fencing, timeouts and offsets, driven with a fake clock and no s
 
 from __future__ import annotations
 
+import struct
 import uuid
 from dataclasses import dataclass, field
 
@@ -78,7 +79,6 @@ class Harness:
             owned={} if joining else (self.owned.get(member, {}) if owned is None else owned),
             client_id="client",
             client_host="127.0.0.1",
-            classic_busy=False,
         )
         if outcome.error == rules.NONE:
             self.epochs[outcome.member_id] = outcome.member_epoch
@@ -119,9 +119,10 @@ def test_a_partition_moves_only_after_its_owner_revoked_it() -> None:
     # b may not have what a still owns: it waits at the new epoch with nothing.
     assert joined.assignment == {}
     assert h.group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
-    # a learns it must give up three partitions and stays in its epoch meanwhile.
+    # a learns it must give up three partitions and stays in its epoch meanwhile (a new
+    # group starts at epoch 1; a's subscription made it 2, b's 3).
     told = h.beat("a")
-    assert told.member_epoch == 1
+    assert told.member_epoch == 2
     assert told.assignment is not None and len(told.assignment[T1]) == 3
     assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     # Not yet released (a heartbeat still listing them): b still waits.
@@ -129,7 +130,7 @@ def test_a_partition_moves_only_after_its_owner_revoked_it() -> None:
     assert h.beat("b").assignment is None
     # a acknowledges by listing only what it kept; then b gets the rest.
     acknowledged = h.beat("a")
-    assert acknowledged.member_epoch == 2
+    assert acknowledged.member_epoch == 3
     got = h.beat("b")
     assert got.assignment is not None
     assert set(got.assignment[T1]) == set(range(6)) - h.partitions("a")
@@ -210,7 +211,7 @@ def test_invalid_requests_are_refused_with_reasons() -> None:
     outcome = h.coordinator.heartbeat(
         0.0, version=1, group_id="g", member_id="x", member_epoch=0, instance_id=None,
         rack_id=None, rebalance_timeout_ms=-1, subscribed_names=("t",), subscribed_regex=None,
-        server_assignor=None, owned={}, client_id="c", client_host="h", classic_busy=False,
+        server_assignor=None, owned={}, client_id="c", client_host="h",
     )  # fmt: skip
     assert outcome.error == rules.INVALID_REQUEST
     assert outcome.message == "RebalanceTimeoutMs must be provided in first request."
@@ -221,14 +222,81 @@ def test_invalid_requests_are_refused_with_reasons() -> None:
     assert h.beat("unknown", epoch=5).error == rules.UNKNOWN_MEMBER_ID
 
 
-def test_a_classic_group_with_members_is_not_taken_over() -> None:
+def _classic_join(h: Harness, protocol_type: str, member_id: str = "") -> None:
+    slot = h.offsets.join(
+        h.now, group_id="g", member_id=member_id, group_instance_id=None, client_id="c",
+        client_host="h", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+        protocol_type=protocol_type, protocols=[("range", subscription("t"))],
+        require_known_member_id=False,
+    )  # fmt: skip
+    assert slot.result is not None and slot.result.error == rules.NONE
+
+
+def subscription(*topics: str) -> bytes:
+    data = struct.pack(">hi", 0, len(topics))
+    for name in topics:
+        data += struct.pack(">h", len(name)) + name.encode()
+    return data + struct.pack(">i", -1)
+
+
+def test_a_classic_group_of_another_protocol_type_is_not_taken_over() -> None:
     h = Harness()
+    _classic_join(h, "connect")
+    outcome = h.beat("x")
+    assert outcome.error == rules.GROUP_ID_NOT_FOUND
+    assert "g" not in h.coordinator.groups
+
+
+def test_a_classic_consumer_group_is_upgraded_with_its_members() -> None:
+    h = Harness()
+    _classic_join(h, "consumer")
+    (classic_id,) = h.offsets.groups["g"].members
+    generation = h.offsets.groups["g"].generation
+    joined = h.beat("x")
+    assert joined.error == rules.NONE
+    group = h.group
+    assert set(group.members) == {classic_id, "x"}
+    assert group.members[classic_id].classic is not None
+    assert group.members[classic_id].member_epoch == generation
+    assert h.offsets.groups["g"].members == {}  # the classic coordinator keeps offsets only
+    # x waits for what the classic member still owns (it has not been assigned any).
+    assert group.group_epoch == generation + 1
+
+
+def test_a_new_group_starts_at_epoch_one_and_only_subscriptions_bump_it() -> None:
+    h = Harness()
+    assert h.beat("a").member_epoch == 2  # 1 for the new group, then a's subscription
+    assert h.beat("b", epoch=0, topics=()).member_epoch == 2  # no subscription: no bump
+    assert h.group.group_epoch == 2
+    assert h.beat("c").member_epoch == 3
+
+
+def test_a_member_that_leaves_leaves_the_target_to_the_next_heartbeat() -> None:
+    h = Harness()
+    h.beat("a")
+    h.beat("b")
+    h.settle(["a", "b"])
+    before = h.group.assignment_epoch
+    h.beat("b", epoch=rules.LEAVE_EPOCH)
+    assert h.group.state is ConsumerGroupState.ASSIGNING
+    assert (h.group.group_epoch, h.group.assignment_epoch) == (before + 1, before)
+    got = h.beat("a")
+    assert got.member_epoch == h.group.assignment_epoch == before + 1
+    assert h.partitions("a") == set(range(6))
+    assert h.group.state is ConsumerGroupState.STABLE
+
+
+def test_heartbeats_to_a_group_not_here_and_an_empty_rack_id_are_refused() -> None:
+    h = Harness()
+    assert h.beat("x", epoch=5, group="nowhere").error == rules.GROUP_ID_NOT_FOUND
+    assert h.beat("x", epoch=rules.LEAVE_EPOCH, group="nowhere").error == rules.GROUP_ID_NOT_FOUND
     outcome = h.coordinator.heartbeat(
         0.0, version=1, group_id="g", member_id="x", member_epoch=0, instance_id=None,
-        rack_id=None, rebalance_timeout_ms=1000, subscribed_names=("t",), subscribed_regex=None,
-        server_assignor=None, owned={}, client_id="c", client_host="h", classic_busy=True,
+        rack_id="", rebalance_timeout_ms=1000, subscribed_names=("t",), subscribed_regex=None,
+        server_assignor=None, owned={}, client_id="c", client_host="h",
     )  # fmt: skip
-    assert outcome.error == rules.GROUP_ID_NOT_FOUND
+    assert (outcome.error, outcome.message) == (rules.INVALID_REQUEST, "RackId can't be empty.")
+    assert "g" not in h.coordinator.groups and "nowhere" not in h.coordinator.groups
 
 
 def test_static_member_restarts_without_a_new_epoch() -> None:
@@ -269,7 +337,7 @@ def test_regex_subscription_follows_topics_created_later() -> None:
     h.coordinator.topics_changed()
     got = h.beat("a")
     assert got.assignment == {uuid.UUID(int=9): frozenset({0, 1, 2})}
-    assert h.group.group_epoch == 2
+    assert h.group.group_epoch == 3  # 1 for the new group, then a's regex, then the topic
 
 
 def test_a_topic_growing_partitions_reaches_the_assignment() -> None:
