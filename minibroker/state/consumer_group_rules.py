@@ -76,7 +76,38 @@ Offsets (OffsetCommit, OffsetFetch on a consumer group):
     other epoch STALE_MEMBER_EPOCH, OffsetCommit below v9 UNSUPPORTED_VERSION. Epoch -1
     with no member id commits only while the group has no members (admin tools, assign-mode
     consumers). OffsetFetch v9+ with a member id checks it the same way; without one (epoch
-    -1) anyone may fetch.
+    -1) anyone may fetch. A classic member of a consumer group (below) commits with its
+    generation, its member epoch: another one is ILLEGAL_GENERATION, at any version.
+    TxnOffsetCommit checks the member the same way, and accepts a producer that sends no
+    member (epoch -1).
+
+Mixed groups (Kafka 4's default group.consumer.migration.policy, bidirectional):
+    Upgrade      a join (epoch 0) to a classic group with members converts it when every
+                 member speaks the consumer embedded protocol (protocol type "consumer",
+                 subscriptions that parse); else GROUP_ID_NOT_FOUND. Waiting JoinGroup and
+                 SyncGroup answers are REBALANCE_IN_PROGRESS; each classic member becomes a
+                 classic member of the consumer group at the generation as its epoch, with
+                 what it was assigned as its assignment and target, and the group epoch is
+                 the generation; then the joining member bumps it as any join does.
+    Classic members of a consumer group (JoinGroup, SyncGroup, Heartbeat, LeaveGroup):
+                 JoinGroup v4+ without a member id: MEMBER_ID_REQUIRED; a protocol type
+                 other than "consumer" or metadata that is not a subscription:
+                 INCONSISTENT_GROUP_PROTOCOL. A join updates the subscription (bumping the
+                 epoch if it changed), reconciles with the owned partitions the
+                 subscription lists (v1+; none for eager members, which give up everything
+                 before rejoining) and is answered at once: generation = member epoch, the
+                 member's first protocol, no leader and no member list (the broker
+                 assigns). SyncGroup: ILLEGAL_GENERATION for another generation,
+                 INCONSISTENT_GROUP_PROTOCOL for another protocol, REBALANCE_IN_PROGRESS
+                 while the group epoch is ahead of the member's (unless it is revoking);
+                 else the member's assignment. Heartbeat: ILLEGAL_GENERATION for another
+                 generation; REBALANCE_IN_PROGRESS when the group epoch is ahead of the
+                 member's, when it must revoke, or when partitions it waits for have been
+                 released, so that it rejoins. The session is the one its JoinGroup asked.
+    Downgrade    when the last consumer-protocol member leaves or is fenced and classic
+                 members remain, the group becomes a classic group again at the group epoch
+                 as its generation, with each member's assignment, and a rebalance starts
+                 so that they rejoin.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ must revoke partitions, a revocation deadline (its rebalance timeout). One heap 
 entry per member no later than its earliest deadline; an entry that surfaces early is
 pushed again at the real deadline, so a heartbeat costs no heap work and `tick` looks
 only at members whose time may be up.
+
+Over 600 lines because one coordinator serves both kinds of member of a consumer group:
+the consumer protocol's and, in mixed groups, the classic protocol's (the last section),
+which share its members, epochs and reconciliation.
 """
 
 from __future__ import annotations
