@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from minibroker.config import BrokerConfig
+from minibroker.config import BrokerConfig, Listener
 from minibroker.dispatch import RequestRecord
 from minibroker.faults import Faults
 from minibroker.inspection import RECORDED_MAX, Recorded
@@ -33,7 +33,6 @@ from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import ClusterState
 from minibroker.state.credentials import read_users_file
-from minibroker.state.sessions import Listener
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
 

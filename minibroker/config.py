@@ -10,11 +10,33 @@ from typing import Any
 from minibroker.protocol import sasl
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from minibroker.protocol.kafka_releases import RELEASES
-from minibroker.state import sessions
-from minibroker.state.sessions import Listener
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes
 LOG_FLUSH_POLICIES = ("write", "interval", "os")
+
+
+# Listeners' security protocols (Kafka's SecurityProtocol).
+PLAINTEXT = "PLAINTEXT"
+SSL = "SSL"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SASL_SSL = "SASL_SSL"
+SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in (SASL_PLAINTEXT, SASL_SSL)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in (SSL, SASL_SSL)
 
 
 def _setting(default: Any, help: str) -> Any:
@@ -278,12 +300,12 @@ class BrokerConfig:
     def listener_list(self) -> list[Listener]:
         """The listeners, first one first: `listeners`, or PLAINTEXT on host:port."""
         if self.listeners is None:
-            return [Listener(sessions.PLAINTEXT, sessions.PLAINTEXT, self.host, self.port)]
+            return [Listener(PLAINTEXT, PLAINTEXT, self.host, self.port)]
         protocols = _protocol_map(self.listener_security_protocol_map)
         found = []
         for name, host, port in _addresses("listeners", self.listeners):
             protocol = protocols.get(name, name)
-            if protocol not in sessions.SECURITY_PROTOCOLS:
+            if protocol not in SECURITY_PROTOCOLS:
                 raise ValueError(
                     f"listeners={self.listeners!r}: {name} is not a security protocol; map it "
                     "to one with listener_security_protocol_map (e.g. INTERNAL:SASL_SSL)"
@@ -364,10 +386,10 @@ def _protocol_map(text: str | None) -> dict[str, str]:
     found = {}
     for item in (part.strip() for part in text.split(",")):
         name, colon, protocol = item.partition(":")
-        if not colon or protocol.upper() not in sessions.SECURITY_PROTOCOLS:
+        if not colon or protocol.upper() not in SECURITY_PROTOCOLS:
             raise ValueError(
                 f"listener_security_protocol_map={text!r}: {item!r} is not NAME:PROTOCOL "
-                f"(PROTOCOL one of {', '.join(sessions.SECURITY_PROTOCOLS)})"
+                f"(PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)})"
             )
         found[name.upper()] = protocol.upper()
     return found

@@ -18,7 +18,7 @@ import sys
 from collections import deque
 from collections.abc import Hashable, Iterable
 
-from minibroker.config import BrokerConfig
+from minibroker.config import PLAINTEXT, SSL, BrokerConfig, Listener
 from minibroker.dispatch import (
     CloseConnection,
     Dispatcher,
@@ -32,14 +32,7 @@ from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
 from minibroker.state import compaction, retention
 from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
-from minibroker.state.sessions import (
-    ANONYMOUS,
-    PLAINTEXT,
-    PRE_AUTH_MAX_FRAME_BYTES,
-    SSL,
-    Listener,
-    Session,
-)
+from minibroker.state.sessions import ANONYMOUS, PRE_AUTH_MAX_FRAME_BYTES, Session
 
 log = logging.getLogger("minibroker.server")
 

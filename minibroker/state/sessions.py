@@ -33,6 +33,11 @@ from enum import Enum
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.config import (  # the listener types live with the settings that make them
+    PLAINTEXT,
+    SASL_PLAINTEXT,
+    SASL_SSL,
+)
 from minibroker.protocol import sasl
 from minibroker.state.credentials import Credentials
 
@@ -41,12 +46,6 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 PRE_AUTH_MAX_FRAME_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
 ANONYMOUS = "User:ANONYMOUS"
-
-PLAINTEXT = "PLAINTEXT"
-SSL = "SSL"
-SASL_PLAINTEXT = "SASL_PLAINTEXT"
-SASL_SSL = "SASL_SSL"
-SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 
 
 class Refused(Exception):
@@ -60,22 +59,6 @@ class Stage(Enum):
     AUTHENTICATED = "authenticated"
     REAUTHENTICATING = "reauthenticating"
     CLOSING = "closing"  # an answer refusing it is on its way
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    security_protocol: str
-    host: str
-    port: int
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.security_protocol in (SASL_PLAINTEXT, SASL_SSL)
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.security_protocol in (SSL, SASL_SSL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,15 +11,9 @@ import pytest
 import scramp
 from kio.schema.errors import ErrorCode
 
-from minibroker.config import BrokerConfig
+from minibroker.config import PLAINTEXT, SASL_PLAINTEXT, SASL_SSL, BrokerConfig
 from minibroker.dispatch import CloseConnection
-from minibroker.state.sessions import (
-    ANONYMOUS,
-    PLAINTEXT,
-    SASL_PLAINTEXT,
-    SASL_SSL,
-    Session,
-)
+from minibroker.state.sessions import ANONYMOUS, Session
 from tests.handlers.sansio import SansIOBroker, decode
 from tests.rawclient import encode, make_request
 
