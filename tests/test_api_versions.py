@@ -20,7 +20,12 @@ from kio.static.primitive import Records
 from minibroker import Broker
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import legacy, messages
-from minibroker.protocol.records import build_batch, iter_records, split_batches
+from minibroker.protocol.records import (
+    TRANSACTIONAL_FLAG,
+    build_batch,
+    iter_records,
+    split_batches,
+)
 from minibroker.testing.backends import KafkaService
 from tests.rawclient import RawClient, encode, make_request, parse_host_port, request_class
 
@@ -339,10 +344,24 @@ def _topic_ref(probe: Probe) -> dict[str, Any]:
 
 def _probe_produce(probe: Probe, version: int) -> None:
     batch = build_batch([(b"key", PROBE_VALUE)], timestamp_ms=1_700_000_000_000)
+    transactional_id = None
+    if version >= 12:
+        # Transaction version 2: a transactional batch adds its partition to the
+        # transaction itself, with no AddPartitionsToTxn before it.
+        transactional_id = f"probe-produce-v{version}"
+        producer_id, epoch = probe.init_transactional(transactional_id)
+        batch = build_batch(
+            [(b"key", PROBE_VALUE)],
+            timestamp_ms=1_700_000_000_000,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=0,
+            attributes=TRANSACTIONAL_FLAG,
+        )
     answer = probe.exchange(
         0,
         version,
-        transactional_id=None,
+        transactional_id=transactional_id,
         acks=-1,
         timeout=5_000,
         topic_data=[{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
@@ -623,6 +642,10 @@ def _probe_api_versions(probe: Probe, version: int) -> None:
     )
     assert answer.error_code == ErrorCode.none
     assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == _registry()
+    if version >= 3:  # Kafka 4's transaction protocol, finalized as Kafka 4.x does
+        finalized = {f.name: f.max_version_level for f in answer.finalized_features}
+        assert finalized["transaction.version"] == 2
+        assert answer.finalized_features_epoch >= 0
 
 
 def _probe_create_topics(probe: Probe, version: int) -> None:
@@ -740,16 +763,24 @@ def _probe_end_txn(probe: Probe, version: int) -> None:
         committed=False,
     )
     assert answer.error_code == ErrorCode.none
+    if version >= 5:  # transaction version 2: every end moves the epoch on
+        assert (answer.producer_id, answer.producer_epoch) == (producer_id, epoch + 1)
 
 
 def _probe_txn_offset_commit(probe: Probe, version: int) -> None:
     tid = f"probe-txn-commit-v{version}"
     group = f"probe-txn-commit-group-v{version}"
     producer_id, epoch = probe.begin_transaction(tid)
-    added = probe.exchange(
-        25, 1, transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, group_id=group
-    )
-    assert added.error_code == ErrorCode.none
+    if version < 5:  # from v5 (transaction version 2) the commit adds the group itself
+        added = probe.exchange(
+            25,
+            1,
+            transactional_id=tid,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            group_id=group,
+        )
+        assert added.error_code == ErrorCode.none
     answer = probe.exchange(
         28,
         version,
@@ -878,9 +909,13 @@ def _join_consumer_group(probe: Probe, group: str, version: int) -> Any:
     )
 
 
+# A new consumer group starts at epoch 1 and the first member's subscription bumps it.
+JOINED_EPOCH = 2
+
+
 def _probe_consumer_group_heartbeat(probe: Probe, version: int) -> None:
     answer = _join_consumer_group(probe, f"consumer-heartbeat-v{version}", version)
-    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, JOINED_EPOCH)
     assert answer.member_id
     assert answer.assignment is not None
     assert [(t.topic_id, t.partitions) for t in answer.assignment.topic_partitions] == [
@@ -896,12 +931,12 @@ def _probe_consumer_group_describe(probe: Probe, version: int) -> None:
     assert (described.error_code, described.group_id, described.group_epoch) == (
         ErrorCode.none,
         group,
-        1,
+        JOINED_EPOCH,
     )
     [member] = described.members
     assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (
         joined.member_id,
-        1,
+        JOINED_EPOCH,
         (TOPIC,),
     )
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "kafka" / "request-versions.json"
 API_VERSIONS, METADATA, OFFSET_COMMIT, PRODUCE = 18, 3, 8, 0
 DESCRIBE_TOPIC_PARTITIONS = 75
+END_TXN, TXN_OFFSET_COMMIT = 26, 28
 UNSUPPORTED_VERSION = 35
 
 
@@ -149,3 +150,37 @@ def test_the_table_is_what_kafkas_definitions_give() -> None:
         sys.path.remove(str(ROOT / "tools"))
     for line, release in tool.FROM_DATA.items():
         assert tool.from_data(release) == RELEASES[line], line
+
+
+@pytest.mark.parametrize(
+    ("release", "finalized"),
+    [
+        ("3.9", {}),
+        ("4.0", {"transaction.version": 2, "group.version": 1}),
+        (None, {"transaction.version": 2, "group.version": 1}),
+    ],
+)
+def test_kafka_4_transactions_are_advertised_from_4_0_only(
+    release: str | None, finalized: dict[str, int]
+) -> None:
+    """transaction.version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5) is finalized as
+    Kafka 4.x finalizes it for a new cluster; a Kafka 3.x emulation lists no feature and
+    closes the connection on those versions, as Kafka 3.9 does."""
+    with Broker(kafka_version=release) as broker:
+        with RawClient(broker.bootstrap_servers) as client:
+            answer = client.call(
+                API_VERSIONS, 4, client_software_name="t", client_software_version="1"
+            )
+        levels = {f.name: f.max_version_level for f in answer.finalized_features}
+        assert levels == finalized
+        assert (answer.finalized_features_epoch >= 0) == bool(finalized)
+        ranges = {k.api_key: k.max_version for k in answer.api_keys}
+        newest = (ranges[PRODUCE], ranges[END_TXN], ranges[TXN_OFFSET_COMMIT])
+        assert newest == ((12, 5, 5) if finalized else (11, 4, 4))
+        if not finalized:
+            request = make_request(
+                END_TXN, 5, transactional_id="t", producer_id=1, producer_epoch=0, committed=True
+            )
+            with RawClient(broker.bootstrap_servers) as client:
+                client.sock.sendall(encode(END_TXN, 5, request, correlation_id=5))
+                assert client.sock.recv(1) == b""  # closed, as Kafka 3.9 closes it

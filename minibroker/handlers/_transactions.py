@@ -1,13 +1,17 @@
-"""Helpers shared by the transaction handlers: the coordinator check and the error code a
-request's version knows for a fenced producer."""
+"""Helpers shared by the transaction handlers: the coordinator check, the error code a
+request's version knows for a fenced producer, and the implicit add of transaction
+version 2."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers.registry import RequestContext
 from minibroker.state import transaction_rules as rules
 from minibroker.state.cluster import TRANSACTION_KEY
+from minibroker.state.transaction_rules import TxnState
 
 
 def is_transaction_coordinator(ctx: RequestContext, transactional_id: str) -> bool:
@@ -20,3 +24,30 @@ def versioned(code: int, version: int, fenced_from: int) -> ErrorCode:
     if code == rules.PRODUCER_FENCED and version < fenced_from:
         return ErrorCode(rules.INVALID_PRODUCER_EPOCH)
     return ErrorCode(code)
+
+
+def add_implicitly(
+    ctx: RequestContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    *,
+    partitions: Iterable[tuple[str, int]] = (),
+    groups: Iterable[str] = (),
+) -> int:
+    """Produce v12+ and TxnOffsetCommit v5+ add their partition or group to the
+    transaction themselves (state/transaction_rules.py)."""
+    coordinator = ctx.cluster.transactions
+    before = coordinator.describe(transactional_id)
+    was_open = before is not None and before.state is TxnState.ONGOING
+    code = coordinator.add_implicitly(
+        ctx.cluster.clock.monotonic(),
+        transactional_id,
+        producer_id,
+        epoch,
+        partitions=partitions,
+        groups=groups,
+    )
+    if code == rules.NONE and not was_open:
+        ctx.cluster.notify_append()  # the coordinator's timer learns the new deadline
+    return code

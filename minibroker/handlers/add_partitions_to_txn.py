@@ -2,10 +2,12 @@
 
 v0-3 (clients) add one transactional id's partitions to its transaction; v4+ (the form
 brokers send) carry a batch of transactional ids, each either added or, with verify_only,
-checked: a partition not in the open transaction is INVALID_TXN_STATE. The rules:
-state/transaction_rules.py. Partitions are checked first: one that does not exist is
-UNKNOWN_TOPIC_OR_PARTITION and the request's others OPERATION_NOT_ATTEMPTED, nothing
-added. Only the transactional id's coordinator answers (NOT_COORDINATOR elsewhere).
+checked: a partition not in the open transaction is TRANSACTION_ABORTABLE, at v4 as at v5
+(Kafka 4.4 answers both so). Clients of transaction version 2 do not send it for their
+partitions: Produce v12 adds them. The rules: state/transaction_rules.py. Partitions
+are checked first: one that does not exist is UNKNOWN_TOPIC_OR_PARTITION and the
+request's others OPERATION_NOT_ATTEMPTED, nothing added. Only the transactional id's
+coordinator answers (NOT_COORDINATOR elsewhere).
 """
 
 from __future__ import annotations

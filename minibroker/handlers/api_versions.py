@@ -7,11 +7,19 @@ A request at a version above 4 gets UNSUPPORTED_VERSION in the v0 body layout, l
 the ApiVersions range, so the client can retry at a version both sides know.
 With `kafka_version` set, the ranges are cut to what that Kafka release's brokers served
 (protocol/kafka_releases.py), and the dispatcher treats the versions cut off as unserved.
-Not done: supported and finalized features (empty).
+v3+ carry Kafka 4's feature levels that clients act on, as Kafka 4.x finalizes them for a
+new cluster, each only while the versions it stands for are advertised (so no Kafka 3.x
+emulation lists any): transaction.version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5:
+transactions of KIP-890 part 2) and group.version 1 (ConsumerGroupHeartbeat: the consumer
+protocol). Below v4 a feature whose lowest level is 0 is left out of the supported ones,
+as Kafka does (older clients refused a minimum of 0). Not done: Kafka's other features
+(metadata.version, kraft.version, share.version, streams.version,
+eligible.leader.replicas.version), which no client acts on or whose APIs are not served.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,6 +32,25 @@ from minibroker.protocol.messages import build, response_class, response_module
 API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
+FIRST_FEATURES_VERSION = 3
+ZERO_MIN_FEATURES_VERSION = 4  # KAFKA-17011: v3 readers refused a supported minimum of 0
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    name: str
+    highest: int  # the highest level supported (the lowest is 0), finalized as Kafka 4.x does
+    needs: tuple[tuple[int, int], ...]  # (api key, version) pairs the level stands for
+
+
+FEATURES = (
+    Feature("group.version", 1, ((68, 0),)),
+    Feature("transaction.version", 2, ((0, 12), (26, 5), (28, 5))),
+)
+# Kafka's epoch is the metadata offset of the last feature change; these never change.
+# Clients take the features of an epoch above the last they saw, starting from -1.
+FEATURES_EPOCH = 0
+NO_FEATURES_EPOCH = -1
 
 
 def advertised_ranges(kafka_version: str | None) -> dict[int, tuple[int, int]]:
@@ -42,19 +69,47 @@ def advertised_ranges(kafka_version: str | None) -> dict[int, tuple[int, int]]:
     return capped
 
 
+def advertised_features(ranges: dict[int, tuple[int, int]]) -> list[Feature]:
+    """The features whose versions are all within the advertised `ranges`."""
+    return [
+        feature
+        for feature in FEATURES
+        if all(
+            key in ranges and ranges[key][0] <= version <= ranges[key][1]
+            for key, version in feature.needs
+        )
+    ]
+
+
 @api(API_KEY, "ApiVersions", MIN_VERSION, MAX_VERSION)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    ranges = advertised_ranges(ctx.cluster.config.kafka_version)
     api_keys = tuple(
         ctx.make("ApiVersion", api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in advertised_ranges(ctx.cluster.config.kafka_version).items()
+        for key, (low, high) in ranges.items()
+    )
+    features = advertised_features(ranges) if ctx.version >= FIRST_FEATURES_VERSION else []
+    supported = tuple(
+        ctx.make("SupportedFeatureKey", name=f.name, min_version=0, max_version=f.highest)
+        for f in features
+        if ctx.version >= ZERO_MIN_FEATURES_VERSION
+    )
+    finalized = tuple(
+        ctx.make(
+            "FinalizedFeatureKey",
+            name=f.name,
+            max_version_level=f.highest,
+            min_version_level=f.highest,
+        )
+        for f in features
     )
     return ctx.response(
         error_code=ErrorCode.none,
         api_keys=api_keys,
         throttle_time=NO_THROTTLE,
-        supported_features=(),
-        finalized_features_epoch=-1,
-        finalized_features=(),
+        supported_features=supported,
+        finalized_features_epoch=FEATURES_EPOCH if features else NO_FEATURES_EPOCH,
+        finalized_features=finalized,
         zk_migration_ready=False,
     )
 

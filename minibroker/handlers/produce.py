@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11.
+"""Produce (key 0), versions 3-12.
 
 Each partition's records must be exactly one magic-2 batch. The batch is checked (framing,
 CRC32C, size against the topic's max.message.bytes, idempotent sequence) and stored as
@@ -10,8 +10,10 @@ a key on a compacted topic (cleanup.policy has compact) is refused the same way,
 INVALID_RECORD. acks 0 gets no response at all; acks 1 and all are the same here (there
 are no followers).
 A transactional batch must belong to its producer's open transaction holding the
-partition (state/transaction_rules.py: Produce); control batches come from the
-transaction coordinator only (a client's is INVALID_RECORD).
+partition (state/transaction_rules.py: Produce): v3-11 verify that the partition was
+added (AddPartitionsToTxn); v12 (transaction version 2) adds it, opening the transaction
+if none is. Control batches come from the transaction coordinator only (a client's is
+INVALID_RECORD). Not done: v13 (topic ids).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, error
+from minibroker.handlers._transactions import add_implicitly
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol import records
 from minibroker.protocol.messages import SplicedResponse, build, response_class
@@ -38,6 +41,8 @@ from minibroker.state.topics import Topic, quoted
 
 VALID_ACKS = (0, 1, -1)
 NO_TIMESTAMP = -1  # a record without a timestamp (RecordBatch.NO_TIMESTAMP)
+TRANSACTION_ABORTABLE_VERSION = 11
+IMPLICIT_ADD_VERSION = 12  # transaction version 2: the batch adds its partition
 
 
 # The smallest record is 7 bytes (length, attributes, timestamp delta, offset delta, key
@@ -145,23 +150,33 @@ def _check_transaction(
     ctx: RequestContext,
     transactional_id: str | None,
     header: records.BatchHeader,
-    topic: str,
+    topic: Topic,
     index: int,
 ) -> None:
     """A transactional batch belongs to the open transaction of the request's
-    transactional id, which must hold the partition (AddPartitionsToTxn first), at the
-    transaction's producer id and epoch (transaction_rules: Produce)."""
+    transactional id at the transaction's producer id and epoch; before v12 the
+    transaction must hold the partition already (AddPartitionsToTxn), from v12 the batch
+    adds it (transaction_rules: Produce)."""
     if not transactional_id:
         raise _Rejected(
             error(txn_rules.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
             "transactional records need the request's transactional id",
         )
-    code = ctx.cluster.transactions.check_produce(
-        transactional_id, header.producer_id, header.producer_epoch, (topic, index)
-    )
+    pid, epoch = header.producer_id, header.producer_epoch
+    where = (topic.name, index)
+    if ctx.version >= IMPLICIT_ADD_VERSION:
+        # A fenced producer must not add the partition to the transaction of its successor.
+        seen = topic.partitions[index].producers.epoch_of(pid)
+        if seen is not None and epoch < seen:
+            code = txn_rules.INVALID_PRODUCER_EPOCH
+        else:
+            code = add_implicitly(ctx, transactional_id, pid, epoch, partitions=(where,))
+    else:
+        code = ctx.cluster.transactions.check_produce(transactional_id, pid, epoch, where)
+        if code == txn_rules.TRANSACTION_ABORTABLE and ctx.version < TRANSACTION_ABORTABLE_VERSION:
+            code = txn_rules.INVALID_TXN_STATE
     if code == txn_rules.NONE:
         return
-    pid, epoch = header.producer_id, header.producer_epoch
     reasons = {
         txn_rules.INVALID_PRODUCER_ID_MAPPING: (
             f"transactional id {transactional_id!r} has no producer {pid}"
@@ -170,7 +185,7 @@ def _check_transaction(
             f"producer {pid} epoch {epoch} is not the current epoch of {transactional_id!r}"
         ),
     }
-    default = f"{topic}-{index} is not in an open transaction of producer {pid} epoch {epoch}"
+    default = f"{topic.name}-{index} is not in an open transaction of producer {pid} epoch {epoch}"
     raise _Rejected(error(code), reasons.get(code, default))
 
 
@@ -233,7 +248,7 @@ def _append(
     if header.is_control:
         raise _Rejected(ErrorCode.invalid_record, "clients may not write control records")
     if header.is_transactional:
-        _check_transaction(ctx, transactional_id, header, topic.name, index)
+        _check_transaction(ctx, transactional_id, header, topic, index)
     bounds = topic.timestamp_bounds()
     if bounds is not None or topic.compacted:
         where = f"{topic.name}-{index}" if topic.compacted else ""
@@ -277,7 +292,7 @@ API_KEY = 0
 
 
 # Listed from v0 (see api_versions); a v0-2 request still closes the connection.
-@api(API_KEY, "Produce", 3, 11, advertised_min_version=0)
+@api(API_KEY, "Produce", 3, 12, advertised_min_version=0)
 def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.cluster
     acks = request.acks

@@ -1,4 +1,4 @@
-"""Produce requests (versions 3-11) read without copying their record batches.
+"""Produce requests (versions 3-12) read without copying their record batches.
 
 kio's reader copies every partition's records into a new bytes object; on a broker that
 keeps them, each copy lands in fresh memory (a page fault per 4 KiB) and costs more than
@@ -26,12 +26,12 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
+from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11, v12
 
 from minibroker.protocol.bounds import uvarint
 
 FIRST_VERSION = 3
-LAST_VERSION = 11
+LAST_VERSION = 12
 FLEXIBLE_VERSION = 9
 
 _SCHEMAS: dict[int, ModuleType] = {
@@ -44,6 +44,7 @@ _SCHEMAS: dict[int, ModuleType] = {
     9: v9.request,
     10: v10.request,
     11: v11.request,
+    12: v12.request,
 }
 
 _INT16 = struct.Struct(">h").unpack_from
@@ -103,7 +104,7 @@ def _classic(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> B
 
 
 def _flexible(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> Body:
-    """v9-11: compact strings, arrays and records, a tag section after each struct."""
+    """v9-12: compact strings, arrays and records, a tag section after each struct."""
     size, pos = uvarint(buf, pos)
     transactional_id = None
     if size:
@@ -135,7 +136,7 @@ def _flexible(buf: memoryview, pos: int, topic_cls: Any, partition_cls: Any) -> 
 
 @cache
 def reader(version: int) -> Reader:
-    """The reader for Produce `version` (3-11): (frame, body offset) -> (request, end)."""
+    """The reader for Produce `version` (3-12): (frame, body offset) -> (request, end)."""
     if not FIRST_VERSION <= version <= LAST_VERSION:
         raise LookupError(f"Produce v{version} is not read here")
     schema = _SCHEMAS[version]

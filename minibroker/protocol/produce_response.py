@@ -1,4 +1,4 @@
-"""Produce response topics (TopicProduceResponse, versions 3-11) written straight to bytes.
+"""Produce response topics (TopicProduceResponse, versions 3-12) written straight to bytes.
 
 Every acknowledged produce request is answered, so its answer is on the busiest write
 path; building kio entities for it and serialising them field by field cost more than
@@ -24,7 +24,7 @@ from typing import NamedTuple
 from minibroker.protocol.messages import array_length, string_field
 
 FIRST_VERSION = 3
-LAST_VERSION = 11
+LAST_VERSION = 12
 LOG_START_OFFSET_VERSION = 5
 RECORD_ERRORS_VERSION = 8
 FLEXIBLE_VERSION = 9

@@ -75,6 +75,11 @@ class PartitionProducers:
             for producer_id, entry in sorted(self._entries.items())
         ]
 
+    def epoch_of(self, producer_id: int) -> int | None:
+        """The newest epoch this partition has seen of a producer (a batch or a marker)."""
+        entry = self._entries.get(producer_id)
+        return None if entry is None else entry.epoch
+
     def check(self, header: BatchHeader) -> int | None:
         """Validate a batch before it is appended.
 

@@ -163,8 +163,9 @@ CONCURRENT_TRANSACTIONS = 51
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
-TRANSACTION_ABORTABLE = 120
 TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
 
-# The largest epoch a producer id is bumped to before it is replaced (Short.MAX_VALUE - 1).
+# The largest epoch a producer id is bumped to before it is replaced (Short.MAX_VALUE - 1);
+# only the markers of a transaction ended there (version 2) carry the one above it.
 MAX_EPOCH = 32766

@@ -58,6 +58,9 @@ class Transaction:
     # Monotonic: the last InitProducerId or end of a transaction; an id with nothing open
     # expires transactional.id.expiration.ms after it.
     updated_at: float = 0.0
+    # The producer id this one replaced when an EndTxn v5 ran out of epochs: a retry of
+    # that EndTxn still names it.
+    previous_producer_id: int = NO_PRODUCER_ID
 
     def transition(self, target: TxnState) -> None:
         if target not in rules.ALLOWED_TRANSITIONS[self.state]:
@@ -76,6 +79,8 @@ class Transaction:
 
 @dataclass(frozen=True, slots=True)
 class InitResult:
+    """InitProducerId's and EndTxn v5's answer: the producer id and epoch to go on with."""
+
     error: int
     producer_id: int = NO_PRODUCER_ID
     epoch: int = NO_EPOCH
@@ -159,6 +164,7 @@ class TransactionCoordinator:
         self._complete(now, txn, commit=False)
 
     def _complete(self, now: float, txn: Transaction, *, commit: bool) -> None:
+        """Write the markers at the id's producer id and epoch, then complete."""
         self._write_markers(
             sorted(txn.partitions), sorted(txn.groups), txn.producer_id, txn.epoch, commit
         )
@@ -222,6 +228,24 @@ class TransactionCoordinator:
         txn.groups.update(groups)
         return rules.NONE
 
+    def add_implicitly(
+        self,
+        now: float,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        *,
+        partitions: Iterable[TopicPartition] = (),
+        groups: Iterable[str] = (),
+    ) -> int:
+        """Produce v12+ and TxnOffsetCommit v5+ (transaction version 2): the partition or
+        group joins the transaction, which begins if none is open. A fenced epoch is
+        INVALID_PRODUCER_EPOCH, the error those requests know for it."""
+        code = self._add(
+            now, transactional_id, producer_id, epoch, partitions=partitions, groups=groups
+        )
+        return rules.INVALID_PRODUCER_EPOCH if code == rules.PRODUCER_FENCED else code
+
     def verify_partitions(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
@@ -233,7 +257,7 @@ class TransactionCoordinator:
         return {
             partition: rules.NONE
             if txn.state is TxnState.ONGOING and partition in txn.partitions
-            else rules.INVALID_TXN_STATE
+            else rules.TRANSACTION_ABORTABLE
             for partition in partitions
         }
 
@@ -257,6 +281,56 @@ class TransactionCoordinator:
             return rules.CONCURRENT_TRANSACTIONS
         return rules.INVALID_TXN_STATE
 
+    def end_bumping_epoch(
+        self, now: float, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> InitResult:
+        """EndTxn v5+ (transaction version 2): every end moves the epoch on, and the answer
+        carries the producer id and epoch the client goes on with."""
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            return InitResult(rules.INVALID_PRODUCER_ID_MAPPING)
+        # A retry of an end that ran out of epochs names the replaced producer id.
+        retry_on_overflow = (
+            producer_id == txn.previous_producer_id != txn.producer_id
+            and epoch == rules.MAX_EPOCH
+            and txn.epoch == 0
+        )
+        retry = retry_on_overflow or txn.epoch == epoch + 1
+        if txn.producer_id != producer_id and not retry_on_overflow:
+            return InitResult(rules.INVALID_PRODUCER_ID_MAPPING)
+        if txn.state in rules.COMPLETE:
+            valid_epoch = retry or epoch == txn.epoch
+        else:
+            valid_epoch = epoch == txn.epoch
+        if not valid_epoch:
+            return InitResult(rules.PRODUCER_FENCED)
+        if txn.state in rules.PREPARING or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            return InitResult(rules.CONCURRENT_TRANSACTIONS)
+        reached = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if txn.state is TxnState.ONGOING or (
+            not commit and not retry and txn.state in {TxnState.EMPTY, *rules.COMPLETE}
+        ):
+            self._end_at_next_epoch(now, txn, commit=commit)
+            return InitResult(rules.NONE, txn.producer_id, txn.epoch)
+        if retry and txn.state is reached:
+            return InitResult(rules.NONE, txn.producer_id, txn.epoch)
+        return InitResult(rules.INVALID_TXN_STATE)
+
+    def _end_at_next_epoch(self, now: float, txn: Transaction, *, commit: bool) -> None:
+        """End the open transaction (or, aborting, one with nothing in it) with markers at
+        the next epoch; an id that was at the last epoch moves to a new producer id."""
+        if txn.state is not TxnState.ONGOING:
+            # Nothing was added: the transaction starts and ends now.
+            txn.started_at = now
+            txn.start_wall_ms = self._wall_ms()
+        txn.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        exhausted = txn.epoch >= rules.MAX_EPOCH
+        txn.epoch += 1
+        self._complete(now, txn, commit=commit)
+        if exhausted:
+            txn.previous_producer_id = txn.producer_id
+            txn.producer_id, txn.epoch = self._producer_ids.allocate()
+
     # --- the partitions' view (Produce) ---
 
     def check_produce(
@@ -272,7 +346,7 @@ class TransactionCoordinator:
         if txn.state in rules.PREPARING or txn.state is TxnState.PREPARE_EPOCH_FENCE:
             return rules.CONCURRENT_TRANSACTIONS
         if txn.state is not TxnState.ONGOING or partition not in txn.partitions:
-            return rules.INVALID_TXN_STATE
+            return rules.TRANSACTION_ABORTABLE
         return rules.NONE
 
     # --- timeouts and expiry ---
@@ -305,9 +379,10 @@ class TransactionCoordinator:
     # --- kept across a clean restart (storage/data_dir.py) ---
 
     def state(self) -> list[list[Any]]:
-        """Each transactional id's producer id, epoch, timeout, state and start, as plain
-        data. No state between two requests is a PREPARE one: markers are written
-        before a request that ends a transaction is answered."""
+        """Each transactional id's producer id, epoch, timeout, state, start and the
+        producer id it replaced, as plain data. No state between two requests is a
+        PREPARE one: markers are written before a request that ends a transaction is
+        answered."""
         return [
             [
                 txn.transactional_id,
@@ -316,6 +391,7 @@ class TransactionCoordinator:
                 txn.timeout_ms,
                 txn.state.value,
                 txn.start_wall_ms,
+                txn.previous_producer_id,
             ]
             for txn in self.transactions.values()
         ]
@@ -326,7 +402,10 @@ class TransactionCoordinator:
         as when a transaction times out, so it cannot go on with a transaction whose
         first records are gone."""
         restored: dict[str, Transaction] = {}
-        for transactional_id, producer_id, epoch, timeout_ms, state, start in saved:
+        for row in saved:
+            transactional_id, producer_id, epoch, timeout_ms, state, start = row[:6]
+            # (state saved before the previous producer id was kept has six fields)
+            previous = row[6] if len(row) > 6 else NO_PRODUCER_ID
             txn = Transaction(
                 str(transactional_id),
                 int(producer_id),
@@ -335,6 +414,7 @@ class TransactionCoordinator:
                 TxnState(state),
                 start_wall_ms=int(start),
                 updated_at=now,
+                previous_producer_id=int(previous),
             )
             if txn.state not in (TxnState.ONGOING, TxnState.EMPTY, *rules.COMPLETE):
                 raise ValueError(f"transaction {transactional_id}: state {state}")

@@ -264,3 +264,169 @@ def describe(
         topics.append((name, [integer(4) for _ in range(varint() - 1)]))
         varint()  # tags
     return error, state, start, topics
+
+
+# --- transaction version 2 (KIP-890 part 2) ---
+
+TXN_OFFSET_COMMIT, OFFSET_FETCH, API_VERSIONS = 28, 9, 18
+
+
+def finalized_transaction_version(client: RawClient) -> int:
+    answer = client.call(API_VERSIONS, 4, client_software_name="t", client_software_version="1")
+    levels = {f.name: f.max_version_level for f in answer.finalized_features}
+    return levels.get("transaction.version", 0) if answer.finalized_features_epoch >= 0 else 0
+
+
+def produce_v12(
+    client: RawClient, tid: str | None, topic: str, index: int, pid: int, epoch: int, seq: int
+) -> Any:
+    batch = build_batch(
+        [(None, f"v{seq}".encode())],
+        timestamp_ms=int(time.time() * 1000),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    data = make(PRODUCE, 12, "PartitionProduceData", index=index, records=batch)
+    answer = client.call(
+        PRODUCE,
+        12,
+        transactional_id=tid,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(make(PRODUCE, 12, "TopicProduceData", name=topic, partition_data=(data,)),),
+    )
+    [partition] = answer.responses[0].partition_responses
+    return partition.error_code
+
+
+def end_v5(
+    client: RawClient, tid: str, pid: int, epoch: int, commit: bool
+) -> tuple[ErrorCode, int, int]:
+    answer = client.call(
+        END, 5, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
+    )
+    return answer.error_code, answer.producer_id, answer.producer_epoch
+
+
+def txn_offset_commit_v5(
+    client: RawClient, tid: str, group: str, topic: str, pid: int, epoch: int, offset: int
+) -> Any:
+    partition = make(
+        TXN_OFFSET_COMMIT,
+        5,
+        "TxnOffsetCommitRequestPartition",
+        partition_index=0,
+        committed_offset=offset,
+        committed_leader_epoch=-1,
+        committed_metadata="",
+    )
+    answer = client.call(
+        TXN_OFFSET_COMMIT,
+        5,
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            make(
+                TXN_OFFSET_COMMIT,
+                5,
+                "TxnOffsetCommitRequestTopic",
+                name=topic,
+                partitions=(partition,),
+            ),
+        ),
+    )
+    return answer.topics[0].partitions[0].error_code
+
+
+def stable_offset(client: RawClient, group: str, topic: str) -> tuple[ErrorCode, int]:
+    wanted = make(OFFSET_FETCH, 7, "OffsetFetchRequestTopic", name=topic, partition_indexes=(0,))
+    answer = client.call(OFFSET_FETCH, 7, group_id=group, topics=(wanted,), require_stable=True)
+    [partition] = answer.topics[0].partitions
+    return partition.error_code, partition.committed_offset
+
+
+@pytest.mark.parity
+def test_transaction_version_2_lives_as_on_kafka(
+    kafka_broker: KafkaService, kafka_topic: TopicFactory
+) -> None:
+    """Kafka 4's second transaction protocol on the wire: Produce v12 and TxnOffsetCommit
+    v5 add what they write to, EndTxn v5 answers the next epoch and writes the markers at
+    it, and the old epoch is fenced; retries and ends by state as Kafka 4.4 answers them."""
+    topic = kafka_topic(partitions=2)
+    tid, group = f"tv2-{uuid.uuid4()}", f"tv2-group-{uuid.uuid4()}"
+    with RawClient(kafka_broker.bootstrap_servers, timeout=30) as client:
+        if finalized_transaction_version(client) < 2:
+            pytest.skip("the broker finalizes no transaction.version 2 (Kafka 3.x)")
+        for key, key_type in ((tid, 1), (group, 0)):
+            until(
+                lambda k=key, t=key_type: (
+                    client.call(FIND_COORDINATOR, 3, key=k, key_type=t).error_code == ErrorCode.none
+                ),
+                "the coordinators",
+            )
+        first = init_settled(client, tid)
+        pid, epoch = first.producer_id, first.producer_epoch
+
+        # Produce v12 opens the transaction; v11 still needs the partition added
+        assert produce_v12(client, tid, topic, 0, pid, epoch, 0) == ErrorCode.none
+        error, state, _, partitions = describe(client, tid)
+        assert (error, state, partitions) == (ErrorCode.none, "Ongoing", [(topic, [0])])
+        assert produce(client, tid, topic, 1, pid, epoch, 0) == ErrorCode.invalid_txn_state
+
+        def offset_commit(at_epoch: int) -> Any:
+            def attempt() -> tuple[Any] | None:
+                code = txn_offset_commit_v5(client, tid, group, topic, pid, at_epoch, 5)
+                return None if code in SETTLING else (code,)
+
+            return until(attempt, "TxnOffsetCommit")[0]
+
+        assert offset_commit(epoch) == ErrorCode.none
+        assert offset_commit(epoch + 1) == ErrorCode.invalid_producer_epoch
+        assert stable_offset(client, group, topic) == (ErrorCode.unstable_offset_commit, -1)
+
+        # EndTxn v5: the next epoch; a retry gets it again; the other outcome does not
+        assert end_v5(client, tid, pid, epoch, commit=True) == (ErrorCode.none, pid, epoch + 1)
+        until(lambda: describe(client, tid)[1] == "CompleteCommit", "the commit to complete")
+        assert end_v5(client, tid, pid, epoch, commit=True) == (ErrorCode.none, pid, epoch + 1)
+        refused = (ErrorCode.invalid_txn_state, -1, -1)
+        assert end_v5(client, tid, pid, epoch, commit=False) == refused
+        assert end_v5(client, tid, pid, epoch + 1, commit=True) == refused
+        until(lambda: latest(client, topic, 0, READ_COMMITTED) == 2, "the commit marker")
+        until(lambda: stable_offset(client, group, topic) == (ErrorCode.none, 5), "the offsets")
+        assert produce_v12(client, tid, topic, 0, pid, epoch, 1) == (
+            ErrorCode.invalid_producer_epoch
+        )
+
+        # an abort with nothing open moves the epoch on too; a commit is refused
+        assert end_v5(client, tid, pid, epoch + 1, commit=False) == (
+            ErrorCode.none,
+            pid,
+            epoch + 2,
+        )
+        until(lambda: describe(client, tid)[1] == "CompleteAbort", "the abort to complete")
+        assert end_v5(client, tid, pid, epoch + 1, commit=False) == (
+            ErrorCode.none,
+            pid,
+            epoch + 2,
+        )
+
+        # the next transaction at the new epoch starts its sequence at 0, and is aborted
+        epoch += 2
+        assert produce_v12(client, tid, topic, 0, pid, epoch, 0) == ErrorCode.none
+        assert end_v5(client, tid, pid, epoch, commit=False) == (ErrorCode.none, pid, epoch + 1)
+        until(lambda: latest(client, topic, 0, READ_COMMITTED) == 4, "the abort marker")
+        read = fetch_committed(client, topic, 0)
+        assert (read.high_watermark, read.last_stable_offset) == (4, 4)
+        assert [(t.producer_id, t.first_offset) for t in read.aborted_transactions] == [(pid, 2)]
+        assert end_v5(client, tid, pid, epoch - 1, commit=False) == (
+            ErrorCode.producer_fenced,
+            -1,
+            -1,
+        )

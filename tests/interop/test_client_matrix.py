@@ -4,10 +4,11 @@ tests/interop/SCENARIOS.md is the catalogue: the steps every driver takes with i
 client's APIs (create a topic and read its configs, produce with every codec the client
 has, keys, headers and timestamps, consume in a group and commit, offsets, offsets for a
 time, read from a timestamp and from the latest offset, a group of two rebalancing when a
-third joins, list and describe groups, delete the topic), the JSON report it prints, and
-the checks. `check_scenario_report` holds every report to those checks, the same for
-every client; a step a client has no API for is declared here (`Driver.skips`) with the
-reason the driver gives.
+third joins, the same in a consumer-protocol group (KIP-848), list and describe groups,
+delete the topic), the JSON report it prints, and the checks. `check_scenario_report`
+holds every report to those checks, the same for every client; a step a client has no API
+for is declared here (`Driver.skips`) with the reason the driver gives, and a step that
+needs versions the broker does not serve (`BROKER_NEEDS`) is skipped where it lacks them.
 
 Drivers live under tests/interop/<language>/<client>/ and are built by the test run:
 Go programs from the Go module proxy, Node programs from npm, the Java program against
@@ -50,7 +51,7 @@ BUILD_TIMEOUT = 600  # the first build fetches the client and its dependencies
 # What the Node drivers share (flags, report, errors), copied next to each one's script.
 DRIVER_COMMON_NODE = HERE / "node" / "driver.cjs"
 
-DESCRIBE_CONFIGS, API_VERSIONS = 32, 18
+DESCRIBE_CONFIGS, API_VERSIONS, CONSUMER_GROUP_HEARTBEAT = 32, 18, 68
 API_KEYS = {handler.name: key for key, handler in HANDLERS.items()}
 
 STEPS = (
@@ -67,6 +68,7 @@ STEPS = (
     "from_timestamp",
     "from_latest",
     "rebalance",
+    "rebalance_consumer_protocol",
     "list_groups",
     "describe_group",
     "transactions",
@@ -79,6 +81,14 @@ CHECKER = "matrix-check"  # the client id of the test's own reads, not the drive
 # Every client can do these, and the other checks stand on them.
 REQUIRED = frozenset({"produce", "keyed", "consume_group", "list_offsets"})
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
+# Steps that need a version of an API from the broker: a driver that does the step skips
+# it, saying so, where the broker does not advertise that version (franz-go takes the
+# consumer protocol only with ConsumerGroupHeartbeat v1, Kafka 4's).
+BROKER_NEEDS: dict[str, tuple[int, int]] = {
+    "rebalance_consumer_protocol": (CONSUMER_GROUP_HEARTBEAT, 1),
+}
+# The broker-side assignors of KIP-848 (group.consumer.assignors).
+SERVER_ASSIGNORS = frozenset({"uniform", "range"})
 
 Report = dict[str, Any]
 
@@ -119,6 +129,8 @@ class Driver:
     args: tuple[str, ...] = ()
     # The catalogue's steps this client has no API for (the driver says why in its report).
     skips: frozenset[str] = frozenset()
+    # Steps the driver's report does not name at all, with the reason (held as skipped).
+    unnamed: tuple[tuple[str, str], ...] = ()
     # (api, version) pairs the run must have sent: what this driver is here to exercise.
     sends: frozenset[tuple[str, int]] = field(default_factory=frozenset)
     # (api key, version) the client cannot do without: a broker whose ApiVersions starts
@@ -129,7 +141,18 @@ class Driver:
     java_line: str | None = None  # the kafka-clients line a Java driver is built against
 
 
-KCAT_LACKS = frozenset(
+# The consumer-protocol step: franz-go's driver does it; the other drivers skip it.
+CLASSIC_ONLY = frozenset({"rebalance_consumer_protocol"})
+# The Java driver (jvm/matrix) runs the classic protocol only and does not name the step.
+JAVA_UNNAMED = (
+    (
+        "rebalance_consumer_protocol",
+        "the Java driver runs only the classic group protocol (kafka-clients 4's "
+        "group.protocol=consumer is not exercised by it)",
+    ),
+)
+
+KCAT_LACKS = CLASSIC_ONLY | frozenset(
     {
         "create_topic",
         "describe_configs",
@@ -144,17 +167,39 @@ KCAT_LACKS = frozenset(
     }
 )
 
+# Kafka 4's transaction protocol (transaction version 2, KIP-890 part 2), which a client of
+# it uses when ApiVersions finalizes transaction.version 2: the partitions and the group
+# join the transaction through Produce v12 and TxnOffsetCommit v5, and EndTxn v5 moves the
+# epoch on.
+TRANSACTION_VERSION_2 = frozenset({("Produce", 12), ("TxnOffsetCommit", 5), ("EndTxn", 5)})
+# KIP-848's requests, as franz-go sends them for the consumer-protocol step.
+CONSUMER_PROTOCOL = frozenset({("ConsumerGroupHeartbeat", 1), ("ConsumerGroupDescribe", 1)})
+
 DRIVERS = [
-    Driver("sarama-default", "go", "go/sarama", "sarama-scenarios"),
-    Driver("franz-go-default", "go", "go/franz", "franz-scenarios"),
-    Driver("kafkajs", "node", "node/kafkajs", "scenarios.js"),
-    Driver("platformatic-kafka", "node", "node/platformatic", "scenarios.mjs"),
-    Driver("aiokafka", "python", "python", "aiokafka_driver.py"),
-    Driver("kafka-python", "python", "python", "kafka_python_driver.py"),
-    Driver("confluent-kafka", "python", "python", "confluent_kafka_driver.py"),
+    Driver("sarama-default", "go", "go/sarama", "sarama-scenarios", skips=CLASSIC_ONLY),
+    Driver(
+        "franz-go-default",
+        "go",
+        "go/franz",
+        "franz-scenarios",
+        sends=TRANSACTION_VERSION_2 | CONSUMER_PROTOCOL,
+    ),
+    Driver("kafkajs", "node", "node/kafkajs", "scenarios.js", skips=CLASSIC_ONLY),
+    Driver("platformatic-kafka", "node", "node/platformatic", "scenarios.mjs", skips=CLASSIC_ONLY),
+    Driver("aiokafka", "python", "python", "aiokafka_driver.py", skips=CLASSIC_ONLY),
+    Driver("kafka-python", "python", "python", "kafka_python_driver.py", skips=CLASSIC_ONLY),
+    Driver("confluent-kafka", "python", "python", "confluent_kafka_driver.py", skips=CLASSIC_ONLY),
     Driver("kcat", "python", "python", "kcat_driver.py", skips=KCAT_LACKS),
-    Driver("java-3.9", "java", "jvm/matrix", "MatrixDriver", java_line="3.9"),
-    Driver("java-4", "java", "jvm/matrix", "MatrixDriver", java_line="4"),
+    Driver("java-3.9", "java", "jvm/matrix", "MatrixDriver", unnamed=JAVA_UNNAMED, java_line="3.9"),
+    Driver(
+        "java-4",
+        "java",
+        "jvm/matrix",
+        "MatrixDriver",
+        unnamed=JAVA_UNNAMED,
+        java_line="4",
+        sends=TRANSACTION_VERSION_2,
+    ),
     # Kafka 0.11's versions: the oldest whose record format (magic 2) the broker stores.
     Driver(
         "sarama-kafka-0.11",
@@ -162,6 +207,7 @@ DRIVERS = [
         "go/sarama",
         "sarama-scenarios",
         args=("-version", "0.11.0.0"),
+        skips=CLASSIC_ONLY,
         sends=frozenset({("DescribeConfigs", 0), ("CreateTopics", 2), ("OffsetCommit", 3)}),
         needs=(DESCRIBE_CONFIGS, 0),
         sees_defaults=False,
@@ -177,6 +223,7 @@ def check_scenario_report(
     report: Report,
     *,
     skips: frozenset[str] = frozenset(),
+    unnamed: frozenset[str] = frozenset(),
     messages: int = MESSAGES,
     group: str,
     sees_defaults: bool = True,
@@ -185,7 +232,8 @@ def check_scenario_report(
     steps, skipped = report["steps"], report["skipped"]
     assert steps == [step for step in STEPS if step in steps], f"steps out of order: {steps}"
     assert set(skipped) == set(skips), f"skipped {sorted(skipped)}, declared {sorted(skips)}"
-    assert set(steps) | set(skipped) == set(STEPS), "every step is done or skipped"
+    assert not (set(steps) | set(skipped)) & unnamed, "a step declared unnamed is named"
+    assert set(steps) | set(skipped) | unnamed == set(STEPS), "every step is done or skipped"
     assert not set(steps) & set(skipped)
     assert all(reason for reason in skipped.values()), "a skipped step says why"
     assert set(steps) >= REQUIRED
@@ -266,11 +314,12 @@ def check_scenario_report(
         assert latest and all(key.startswith("late-") for key in latest), latest
 
     if "rebalance" in done:
-        two = [sorted(int(p) for p in member) for member in report["group_of_two"]]
-        three = [sorted(int(p) for p in member) for member in report["group_of_three"]]
-        assert len(two) == 2 and all(two), two
-        assert sorted(p for member in two for p in member) == list(range(PARTITIONS)), two
-        assert sorted(three) == [[0], [1], [2]], three
+        check_rebalance(report["group_of_two"], report["group_of_three"])
+    if "rebalance_consumer_protocol" in done:
+        three = check_rebalance(
+            report["consumer_protocol_of_two"], report["consumer_protocol_of_three"]
+        )
+        check_consumer_protocol_group(report["consumer_protocol_group"], three)
 
     if "list_groups" in done:
         assert group in report["groups"]
@@ -288,6 +337,34 @@ def check_scenario_report(
         assert _partitioned(report["transaction_offsets"]) == {0: 1}
     if "fencing" in done:
         assert report["fenced"], "the fenced producer's error"
+
+
+def check_rebalance(group_of_two: list[Any], group_of_three: list[Any]) -> list[list[int]]:
+    """Two members with disjoint, non-empty assignments covering the partitions, then
+    three with one partition each; the three's assignments (sorted partitions)."""
+    two = [sorted(int(p) for p in member) for member in group_of_two]
+    three = [sorted(int(p) for p in member) for member in group_of_three]
+    assert len(two) == 2 and all(two), two
+    assert sorted(p for member in two for p in member) == list(range(PARTITIONS)), two
+    assert sorted(three) == [[0], [1], [2]], three
+    return three
+
+
+def check_consumer_protocol_group(described: dict[str, Any], three: list[list[int]]) -> None:
+    """What the broker said of the consumer-protocol group once its three members settled:
+    a consumer group (ListGroups' type), Stable, assigned by a broker-side assignor, its
+    three members at the assignment epoch, each described holding what it held itself."""
+    assert "error" not in described, f"ConsumerGroupDescribe: {described['error']}"
+    assert described["type"] == "consumer", described
+    assert described["state"] == "Stable", described
+    assert described["assignor"] in SERVER_ASSIGNORS, described
+    assert described["assignment_epoch"] == described["epoch"], described
+    members = described["members"]
+    assert sorted(m["member"] for m in members) == list(range(len(three))), members
+    for m in members:
+        assert m["type"] == 1, f"member {m['member']} is not a consumer-protocol member"
+        assert m["epoch"] == described["epoch"], members
+        assert m["assignment"] == m["target"] == three[m["member"]], (three, members)
 
 
 # --- building the drivers ---------------------------------------------------------------
@@ -452,7 +529,11 @@ def run_scenario(built: Built, broker: KafkaService, driver: Driver) -> Report |
     assert done.returncode == 0, done.stderr[-4000:]
     report: Report = json.loads(done.stdout.strip().splitlines()[-1])
     check_scenario_report(
-        report, skips=driver.skips, group=group, sees_defaults=driver.sees_defaults
+        report,
+        skips=driver.skips | broker_lacks(broker, driver),
+        unnamed=frozenset(step for step, _ in driver.unnamed),
+        group=group,
+        sees_defaults=driver.sees_defaults,
     )
     if "transactions" in report["steps"]:
         check_aborted_records_were_written(broker, f"{topic}-txn")
@@ -577,13 +658,35 @@ def test_client_scenario_against_an_emulated_kafka_release(
     assert outside == []
 
 
-def lowest_version(broker: KafkaService, api_key: int) -> int:
-    """The lowest version of `api_key` the broker advertises in ApiVersions."""
+def advertised(broker: KafkaService, api_key: int) -> tuple[int, int] | None:
+    """The versions of `api_key` the broker advertises in ApiVersions (oldest, newest)."""
     with RawClient(broker.bootstrap_servers) as client:
         answer = client.call(
             API_VERSIONS, 3, client_software_name="matrix", client_software_version="1"
         )
-    return next(k.min_version for k in answer.api_keys if k.api_key == api_key)
+    return next(
+        ((k.min_version, k.max_version) for k in answer.api_keys if k.api_key == api_key), None
+    )
+
+
+def lowest_version(broker: KafkaService, api_key: int) -> int:
+    """The lowest version of `api_key` the broker advertises in ApiVersions."""
+    versions = advertised(broker, api_key)
+    assert versions is not None, f"the broker does not advertise api key {api_key}"
+    return versions[0]
+
+
+def broker_lacks(broker: KafkaService, driver: Driver) -> frozenset[str]:
+    """The steps of BROKER_NEEDS that `driver` does and `broker` lacks the versions for:
+    the driver skips them there."""
+    lacking = set()
+    for step, (api_key, version) in BROKER_NEEDS.items():
+        if step in driver.skips or step in dict(driver.unnamed):
+            continue
+        versions = advertised(broker, api_key)
+        if versions is None or not versions[0] <= version <= versions[1]:
+            lacking.add(step)
+    return frozenset(lacking)
 
 
 def _record(driver: Driver, report: Report, sent: set[tuple[str, int]]) -> None:
@@ -602,7 +705,7 @@ def _record(driver: Driver, report: Report, sent: set[tuple[str, int]]) -> None:
         "speaks": report.get("version"),
         "versions": versions,
         "steps": report["steps"],
-        "skipped": report["skipped"],
+        "skipped": {**report["skipped"], **dict(driver.unnamed)},
         "codecs": report["codecs"],
         "partitioner": report["partitioner"],
     }

@@ -11,7 +11,10 @@ pause, the AdminClient's topic, config, offset, group and cluster calls with the
 errors Kafka answers, and transactions: a committed, an aborted and a committed one read
 by read_committed and read_uncommitted consumers, zombies fenced by a new instance with
 their transactional.id, and consume-transform-produce with the consumer's offsets sent
-to each transaction. Each scenario is one test here.
+to each transaction; kafka-clients 4.x does both with Kafka 4's transaction protocol
+(transaction version 2: the broker's recording shows Produce v12, TxnOffsetCommit v5 and
+EndTxn v5, no AddPartitionsToTxn or AddOffsetsToTxn), 3.9 with the first. Each scenario
+is one test here.
 
 Where a claim needs a second opinion, the test checks it with an independent client
 or with what the broker stored: keys land where Java's murmur2 rule and librdkafka's
@@ -32,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -269,6 +273,36 @@ def _records(reported: dict[str, list[list[Any]]]) -> Read:
     return {int(p): [(offset, value) for offset, value in pairs] for p, pairs in reported.items()}
 
 
+def check_transaction_protocol(broker: Broker, data: Data, *, offsets: bool) -> None:
+    """What the broker recorded of the scenario's transactional producer: kafka-clients
+    4.x reads transaction.version 2 from ApiVersions and speaks KIP-890 part 2 (Produce
+    v12 and TxnOffsetCommit v5 with no AddPartitionsToTxn or AddOffsetsToTxn before them,
+    EndTxn v5 answering the next epoch, which the next transaction uses); 3.9 speaks
+    version 1."""
+    sent = broker.requests(client_id=data["producer_client_id"])
+    # ApiVersions v3+ names the client's version.
+    [release] = {r.request.client_software_version for r in sent if r.api == "ApiVersions"}
+    versions: dict[str, set[int]] = {}
+    for record in sent:
+        versions.setdefault(record.api, set()).add(record.version)
+    ends = [r for r in sent if r.api == "EndTxn"]
+    assert ends, f"no EndTxn recorded: {sorted(versions)}"
+    if release.startswith("3."):
+        assert max(versions["Produce"]) <= 11 and versions["EndTxn"] == {4}
+        assert "AddPartitionsToTxn" in versions
+        return
+    assert versions["Produce"] == {12} and versions["EndTxn"] == {5}, versions
+    assert not {"AddPartitionsToTxn", "AddOffsetsToTxn"} & set(versions), versions
+    if offsets:
+        assert versions["TxnOffsetCommit"] == {5}, versions
+    for before, after in itertools.pairwise(ends):
+        assert after.request.producer_epoch == before.response.producer_epoch
+    for end in ends:
+        assert end.response.error_code == 0
+        assert end.response.producer_id == end.request.producer_id
+        assert end.response.producer_epoch == end.request.producer_epoch + 1
+
+
 def check_transactions(broker: Broker, data: Data) -> None:
     # librdkafka reads what Java read: read_committed the two committed transactions,
     # skipping the aborted one between them; read_uncommitted all three.
@@ -277,6 +311,7 @@ def check_transactions(broker: Broker, data: Data) -> None:
     assert _read_to_end(broker, topic, partitions, "read_committed") == committed
     everything = {p: sorted(committed[p] + aborted[p]) for p in range(partitions)}
     assert _read_to_end(broker, topic, partitions, "read_uncommitted") == everything
+    check_transaction_protocol(broker, data, offsets=False)
 
 
 def _values(read: Read) -> list[str]:
@@ -303,6 +338,7 @@ def check_consume_transform_produce(broker: Broker, data: Data) -> None:
     # The aborted transaction's output is in the log all the same.
     everything = _values(_read_to_end(broker, data["output"], partitions, "read_uncommitted"))
     assert sorted(everything) == sorted(_values(committed) + data["aborted"])
+    check_transaction_protocol(broker, data, offsets=True)
 
 
 def _topic_state(broker: Broker, name: str) -> tuple[str, dict[str, str]]:
@@ -511,7 +547,8 @@ def _java_launches(
         for line, names in _selected(request.session).items():
             if _unavailable(line) is not None:
                 continue
-            broker = Broker().start_in_thread()
+            # Recording: the transaction scenarios' checks read which versions were used.
+            broker = Broker(record_requests=True).start_in_thread()
             brokers.append(broker)
             workdir = tmp_path_factory.mktemp(f"java-client-{line}")
             launches[line] = pool.submit(_compile_and_run, line, broker, names, workdir)

@@ -319,7 +319,7 @@ needs_schemas = pytest.mark.skipif(
 
 # Served versions newer than Kafka 3.9, whose definitions are not in SCHEMA_DIR
 # (Kafka 4.0 added them); the live test in tests/test_api_versions.py covers them.
-NEWER_THAN_3_9 = {(2, 10), (3, 13), (15, 6), (60, 2), (68, 1), (69, 1)}
+NEWER_THAN_3_9 = {(0, 12), (2, 10), (3, 13), (15, 6), (26, 5), (28, 5), (60, 2), (68, 1), (69, 1)}
 
 _PRIMITIVES = {
     "bool",

@@ -17,7 +17,7 @@ from minibroker.protocol import messages, produce_request
 from minibroker.protocol.bounds import InvalidRequest
 
 PRODUCE = 0
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 13)
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
 TEXT = st.text(max_size=200)
@@ -123,7 +123,7 @@ def _compact(data: bytes) -> bytes:
     return _uvarint(len(data) + 1) + data
 
 
-@pytest.mark.parametrize("version", [9, 10, 11])
+@pytest.mark.parametrize("version", [9, 10, 11, 12])
 def test_unknown_tagged_fields_are_skipped_everywhere(version: int) -> None:
     """As Kafka skips them (kio's reader refuses them)."""
     header = struct.pack(">hhih", PRODUCE, version, 7, 1) + b"c" + _tags((5, b"h"))
@@ -164,7 +164,7 @@ def test_a_topic_name_that_is_not_utf8_closes_the_connection(version: int) -> No
         _kio_read(bytes(frame), version)
 
 
-@pytest.mark.parametrize("version", [2, 12])
-def test_versions_outside_3_to_11_are_not_read_here(version: int) -> None:
+@pytest.mark.parametrize("version", [2, 13])
+def test_versions_outside_3_to_12_are_not_read_here(version: int) -> None:
     with pytest.raises(LookupError, match=f"Produce v{version} is not read here"):
         produce_request.reader(version)

@@ -20,7 +20,7 @@ from minibroker.protocol.produce_response import (
 )
 
 PRODUCE = 0
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 13)
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # kio writes log_append_time from a datetime in milliseconds: -1 (none) or a real instant
@@ -106,4 +106,4 @@ def test_a_version_not_served_is_refused() -> None:
     with pytest.raises(ValueError, match="not written here"):
         write_topic(2, "orders", [], [])
     with pytest.raises(ValueError, match="not written here"):
-        write_topic(12, "orders", [], [])
+        write_topic(13, "orders", [], [])

@@ -93,12 +93,12 @@ def test_commit_writes_markers_to_every_partition_and_group_then_completes() -> 
     assert txns.add_offsets(2, "tx", pid, epoch, "g") == rules.NONE
     assert txns.transactions["tx"].state is TxnState.ONGOING
     assert txns.check_produce("tx", pid, epoch, ("a", 0)) == rules.NONE
-    assert txns.check_produce("tx", pid, epoch, ("a", 2)) == rules.INVALID_TXN_STATE
+    assert txns.check_produce("tx", pid, epoch, ("a", 2)) == rules.TRANSACTION_ABORTABLE
     assert txns.end(3, "tx", pid, epoch, commit=True) == rules.NONE
     assert markers.written == [([("a", 0), ("a", 1)], ["g"], pid, epoch, True)]
     txn = txns.transactions["tx"]
     assert (txn.state, txn.partitions, txn.groups) == (TxnState.COMPLETE_COMMIT, set(), set())
-    assert txns.check_produce("tx", pid, epoch, ("a", 0)) == rules.INVALID_TXN_STATE
+    assert txns.check_produce("tx", pid, epoch, ("a", 0)) == rules.TRANSACTION_ABORTABLE
 
 
 def test_end_retries_and_wrong_outcomes() -> None:
@@ -178,7 +178,7 @@ def test_verify_only_reports_partitions_not_in_the_open_transaction() -> None:
     txns.add_partitions(0, "tx", init.producer_id, init.epoch, [("a", 0)])
     assert txns.verify_partitions("tx", init.producer_id, init.epoch, [("a", 0), ("a", 1)]) == {
         ("a", 0): rules.NONE,
-        ("a", 1): rules.INVALID_TXN_STATE,
+        ("a", 1): rules.TRANSACTION_ABORTABLE,
     }
     assert txns.transactions["tx"].partitions == {("a", 0)}, "verifying adds nothing"
 
@@ -187,7 +187,7 @@ def test_verify_only_reports_partitions_not_in_the_open_transaction() -> None:
     ("source", "target"),
     [
         (TxnState.EMPTY, TxnState.PREPARE_COMMIT),
-        (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_ABORT),
+        (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT),
         (TxnState.PREPARE_EPOCH_FENCE, TxnState.COMPLETE_ABORT),
         (TxnState.DEAD, TxnState.EMPTY),
     ],
@@ -399,3 +399,25 @@ def test_a_new_producer_id_after_an_exhausted_epoch_writes_its_transactions() ->
     moved = txns.init_producer_id(0, "tx", TIMEOUT_MS)
     assert txns.add_partitions(0, "tx", moved.producer_id, 0, [("a", 0)]) == rules.NONE
     assert txns.check_produce("tx", moved.producer_id, 0, ("a", 0)) == rules.NONE
+
+
+def test_an_end_past_the_last_epoch_is_retried_across_a_restart() -> None:
+    """EndTxn v5 at epoch 32766 moves the id to a new producer id; the replaced one is
+    kept with the state, so the client's retry is still answered after a restart."""
+    txns, markers = coordinator()
+    old = txns.init_producer_id(0, "tx", TIMEOUT_MS)
+    txns.transactions["tx"].epoch = rules.MAX_EPOCH
+    txns.add_partitions(0, "tx", old.producer_id, rules.MAX_EPOCH, [("a", 0)])
+    ended = txns.end_bumping_epoch(1, "tx", old.producer_id, rules.MAX_EPOCH, commit=True)
+    assert ended.error == rules.NONE and ended.epoch == 0 and ended.producer_id != old.producer_id
+    assert markers.written == [([("a", 0)], [], old.producer_id, rules.MAX_EPOCH + 1, True)]
+    restarted, _ = coordinator()
+    restarted.restore(2, txns.state())
+    retried = restarted.end_bumping_epoch(3, "tx", old.producer_id, rules.MAX_EPOCH, commit=True)
+    assert retried == ended
+    # what an older broker saved: six fields, no replaced producer id
+    restarted.restore(4, [row[:6] for row in txns.state()])
+    assert restarted.transactions["tx"].producer_id == ended.producer_id
+    assert restarted.end_bumping_epoch(5, "tx", old.producer_id, rules.MAX_EPOCH, True).error == (
+        rules.INVALID_PRODUCER_ID_MAPPING
+    )

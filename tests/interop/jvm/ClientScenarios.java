@@ -287,10 +287,15 @@ public final class ClientScenarios {
         return hex(MessageDigest.getInstance("SHA-256").digest(value));
     }
 
+    /** The client.id a client named `clientId` in this run sends. */
+    static String runClientId(String clientId) {
+        return clientId + "-" + RUN;
+    }
+
     static Properties common(String clientId) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
-        props.put("client.id", clientId + "-" + RUN);
+        props.put("client.id", runClientId(clientId));
         props.put("request.timeout.ms", "15000");
         props.put("retry.backoff.ms", "50");
         return props;
@@ -802,6 +807,8 @@ public final class ClientScenarios {
         data.put("partitions", partitions);
         data.put("committed", committed);
         data.put("aborted", aborted);
+        // Which transaction protocol the client chose is read from the broker's recording.
+        data.put("producer_client_id", runClientId("transactional"));
     }
 
     static void producerTransactionalFencing(Map<String, Object> data) throws Exception {
@@ -985,6 +992,7 @@ public final class ClientScenarios {
         data.put("expected", expected);
         data.put("aborted", abortedOutput);
         data.put("transactions", transactions.get());
+        data.put("producer_client_id", runClientId("ctp-producer"));
     }
 
     // --- consumer groups ---

@@ -17,6 +17,7 @@ const STEPS = [
   'from_timestamp',
   'from_latest',
   'rebalance',
+  'rebalance_consumer_protocol',
   'list_groups',
   'describe_group',
   'transactions',

@@ -43,6 +43,7 @@ SKIPPED = {
     "committed": "kcat has no command to read a group's committed offsets",
     "list_groups": "kcat has no command to list groups",
     "describe_group": "kcat has no command to describe a group",
+    "rebalance_consumer_protocol": "the driver's kcat group members (-G) use the classic protocol",
     "transactions": "kcat's producer has no transactional mode",
     "transaction_offsets": "kcat's producer has no transactional mode",
     "fencing": "kcat's producer has no transactional mode",

@@ -58,10 +58,36 @@ type report struct {
 	GroupOfThree   [][]int32         `json:"group_of_three"`
 	Groups         []string          `json:"groups"`
 	GroupState     string            `json:"group_state"`
+	// Left out when rebalance_consumer_protocol is skipped.
+	ConsumerProtocolOfTwo   [][]int32       `json:"consumer_protocol_of_two,omitempty"`
+	ConsumerProtocolOfThree [][]int32       `json:"consumer_protocol_of_three,omitempty"`
+	ConsumerProtocolGroup   *describedGroup `json:"consumer_protocol_group,omitempty"`
 	// Left out when the transactions steps are skipped.
 	ReadCommitted      []string        `json:"read_committed,omitempty"`
 	TransactionOffsets map[int32]int64 `json:"transaction_offsets,omitempty"`
 	Fenced             string          `json:"fenced,omitempty"`
+}
+
+// describedGroup is what the broker says of rebalance_consumer_protocol's group once its
+// three members have settled: ListGroups' group type and ConsumerGroupDescribe's answer.
+type describedGroup struct {
+	Type            string            `json:"type"`
+	State           string            `json:"state"`
+	Assignor        string            `json:"assignor"`
+	Epoch           int32             `json:"epoch"`
+	AssignmentEpoch int32             `json:"assignment_epoch"`
+	Members         []describedMember `json:"members"`
+	Error           string            `json:"error,omitempty"` // the describe's, if it failed
+}
+
+// describedMember is one member as ConsumerGroupDescribe gives it; Member is the index
+// of the step's member with its member id (the order they joined in), -1 if none.
+type describedMember struct {
+	Member     int     `json:"member"`
+	Epoch      int32   `json:"epoch"`
+	Type       int8    `json:"type"` // 1: consumer protocol, 0: classic, -1: not told (v0)
+	Assignment []int32 `json:"assignment"`
+	Target     []int32 `json:"target"`
 }
 
 // options is the command line; -version means what each driver makes of it.
@@ -164,9 +190,9 @@ func sortedKeys(records map[string]record) []string {
 // holder is a member of the rebalance step: what it holds of T right now.
 type holder interface{ holding() []int32 }
 
-// grow adds members (join) until two, then three, hold T's partitions, reporting each
-// settled assignment; it returns the members joined, on failure too.
-func grow[M holder](s *scenario, join func() (M, error), failed <-chan error) ([]M, error) {
+// grow adds members (join) until two, then three, hold T's partitions, setting two and
+// three to each settled assignment; it returns the members joined, on failure too.
+func grow[M holder](join func() (M, error), failed <-chan error, two, three *[][]int32) ([]M, error) {
 	var members []M
 	for _, size := range []int{2, 3} {
 		for len(members) < size {
@@ -181,9 +207,9 @@ func grow[M holder](s *scenario, join func() (M, error), failed <-chan error) ([
 			return members, fmt.Errorf("group of %d: %w", size, err)
 		}
 		if size == 2 {
-			s.GroupOfTwo = held
+			*two = held
 		} else {
-			s.GroupOfThree = held
+			*three = held
 		}
 	}
 	return members, nil

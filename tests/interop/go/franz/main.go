@@ -26,6 +26,10 @@ import (
 
 const program = "franz-scenarios"
 
+// groupSettle bounds the wait for the broker to call rebalance_consumer_protocol's group
+// Stable once its members hold their partitions (Kafka's members heartbeat every 5 s).
+const groupSettle = 15 * time.Second
+
 var codecs = []struct {
 	name  string
 	codec kgo.CompressionCodec
@@ -39,9 +43,11 @@ var codecs = []struct {
 
 type run struct {
 	*scenario
-	ctx   context.Context
-	base  []kgo.Opt // every client's options: the broker, the id, the versions
-	admin *kadm.Client
+	ctx      context.Context
+	base     []kgo.Opt          // every client's options: the broker, the id, the versions
+	versions *kversion.Versions // -version's, nil without it
+	cl       *kgo.Client        // the admin's client, for requests kadm has no call for
+	admin    *kadm.Client
 }
 
 // kgoVersion is the version of the franz-go module this binary was built with.
@@ -81,6 +87,7 @@ func main() {
 			codecs = codecs[:4] // zstd needs Produce v7 (Kafka 2.1)
 		}
 		r.base = append(r.base, kgo.MaxVersions(versions))
+		r.versions = versions
 		r.Version = o.version
 	}
 
@@ -88,7 +95,7 @@ func main() {
 	if err != nil {
 		fail("admin", err)
 	}
-	r.admin = kadm.NewClient(adminClient)
+	r.cl, r.admin = adminClient, kadm.NewClient(adminClient)
 
 	r.do("create_topic", func() error {
 		_, err := r.admin.CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": ptr(retention)}, r.topic)
@@ -112,6 +119,12 @@ func main() {
 	r.do("from_timestamp", r.fromTimestamp)
 	r.do("from_latest", r.fromLatest)
 	r.do("rebalance", r.rebalance)
+	if reason, err := r.withoutConsumerProtocol(); err != nil {
+		fail("rebalance_consumer_protocol", err)
+	} else if reason != "" {
+		r.skip("rebalance_consumer_protocol", reason)
+	}
+	r.do("rebalance_consumer_protocol", r.rebalanceConsumerProtocol)
 	r.do("list_groups", func() error {
 		groups, err := r.admin.ListGroups(ctx)
 		r.Groups = groups.Groups()
@@ -365,18 +378,26 @@ func (m *member) holding() []int32 {
 	return owned
 }
 
-// rebalance runs two members of G-trio, then three, each polling in its own goroutine.
+// rebalance runs two members of G-trio, then three, in the classic protocol.
 func (r *run) rebalance() error {
+	return r.members(r.group+"-trio", &r.GroupOfTwo, &r.GroupOfThree, nil)
+}
+
+// members runs the members of a rebalance step in group, each polling T in its own
+// goroutine: two, then three, each settled assignment set into two and three (grow);
+// settled, if given, runs while the three are still in the group. Then they leave.
+func (r *run) members(group string, two, three *[][]int32, settled func([]*member) error, more ...kgo.Opt) error {
 	ctx, stop := context.WithCancel(r.ctx)
 	defer stop()
 	var polling sync.WaitGroup
 	failed := make(chan error, 3)
-	members, err := grow(r.scenario, func() (*member, error) {
+	members, err := grow(func() (*member, error) {
 		m := &member{owned: map[int32]bool{}}
 		assigned := func(_ context.Context, _ *kgo.Client, added map[string][]int32) { m.change(added, true) }
 		revoked := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.change(lost, false) }
-		client, err := kgo.NewClient(append(r.base, kgo.ConsumerGroup(r.group+"-trio"), kgo.ConsumeTopics(r.topic),
-			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(revoked))...)
+		opts := append(slices.Clone(r.base), kgo.ConsumerGroup(group), kgo.ConsumeTopics(r.topic),
+			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(revoked))
+		client, err := kgo.NewClient(append(opts, more...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -392,16 +413,118 @@ func (r *run) rebalance() error {
 			}
 		}()
 		return m, nil
-	}, failed)
-	if err != nil {
-		return err
+	}, failed, two, three)
+	if err == nil && settled != nil {
+		err = settled(members)
 	}
 	stop()
 	polling.Wait()
 	for _, m := range members {
 		m.client.Close() // leaves the group
 	}
-	return nil
+	return err
+}
+
+// withoutConsumerProtocol says why kgo would run rebalance_consumer_protocol's group in
+// the classic protocol: it takes KIP-848 only with ConsumerGroupHeartbeat v1 (Kafka 4's)
+// served by the broker and allowed by -version. "" when it would not.
+func (r *run) withoutConsumerProtocol() (string, error) {
+	heartbeat := int16(kmsg.ConsumerGroupHeartbeat)
+	if r.versions != nil {
+		if version, ok := r.versions.LookupMaxKeyVersion(heartbeat); !ok || version < 1 {
+			return fmt.Sprintf("Kafka %s's versions have no ConsumerGroupHeartbeat v1 (KIP-848)", r.Version), nil
+		}
+	}
+	brokers, err := r.admin.ApiVersions(r.ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, broker := range brokers.Sorted() {
+		if broker.Err != nil {
+			return "", broker.Err
+		}
+		if version, ok := broker.KeyMaxVersion(heartbeat); !ok || version < 1 {
+			return fmt.Sprintf("broker %d does not serve ConsumerGroupHeartbeat v1 (KIP-848)", broker.NodeID), nil
+		}
+	}
+	return "", nil
+}
+
+// rebalanceConsumerProtocol is rebalance in group G-next, assigned by the broker
+// (KIP-848): kgo's ServerSideBalancer with the range balancer names the broker's range
+// assignor. Once the three have settled, it records what the broker says of the group.
+// No commits: the members only hold partitions.
+func (r *run) rebalanceConsumerProtocol() error {
+	group := r.group + "-next"
+	described := func(members []*member) (err error) {
+		r.ConsumerProtocolGroup, err = r.describeConsumerGroup(group, members)
+		return err
+	}
+	return r.members(group, &r.ConsumerProtocolOfTwo, &r.ConsumerProtocolOfThree, described,
+		kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer(), kgo.DisableAutoCommit())
+}
+
+// describeConsumerGroup reads group's type from ListGroups (v5+) and describes it with
+// ConsumerGroupDescribe, again until the broker has it Stable with every member at its
+// target assignment or groupSettle has passed: what it saw last. A describe answered with
+// an error (a classic group is not found) is reported, not failed.
+func (r *run) describeConsumerGroup(group string, members []*member) (*describedGroup, error) {
+	joined := map[string]int{}
+	for i, m := range members {
+		id, _ := m.client.GroupMetadata()
+		joined[id] = i
+	}
+	listed, err := kmsg.NewPtrListGroupsRequest().RequestWith(r.ctx, r.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(listed.ErrorCode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing groups: %w", err)
+	}
+	seen := &describedGroup{}
+	for _, listedGroup := range listed.Groups {
+		if listedGroup.Group == group {
+			seen.Type = listedGroup.GroupType
+		}
+	}
+	deadline := time.Now().Add(groupSettle)
+	for {
+		described, err := r.admin.DescribeConsumerGroups(r.ctx, group)
+		if err != nil {
+			return nil, fmt.Errorf("describing %s: %w", group, err)
+		}
+		got := described[group]
+		seen.State, seen.Assignor, seen.Epoch, seen.AssignmentEpoch = got.State, got.AssignorName, got.Epoch, got.AssignmentEpoch
+		seen.Members, seen.Error = []describedMember{}, ""
+		if got.Err != nil {
+			seen.Error = got.Err.Error()
+		}
+		settled := got.Err == nil && got.State == "Stable" && len(got.Members) == len(members)
+		for _, m := range got.Members {
+			member, ok := joined[m.MemberID]
+			if !ok {
+				member = -1
+			}
+			d := describedMember{Member: member, Epoch: m.MemberEpoch, Type: m.MemberType,
+				Assignment: partitionsOf(m.Assignment, r.topic), Target: partitionsOf(m.TargetAssignment, r.topic)}
+			settled = settled && slices.Equal(d.Assignment, d.Target)
+			seen.Members = append(seen.Members, d)
+		}
+		if settled || time.Now().After(deadline) {
+			return seen, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// partitionsOf is the sorted partitions of topic in set.
+func partitionsOf(set kadm.TopicsSet, topic string) []int32 {
+	partitions := []int32{}
+	for partition := range set[topic] {
+		partitions = append(partitions, partition)
+	}
+	slices.Sort(partitions)
+	return partitions
 }
 
 // txn does the transactions steps with kgo. The first producer is a

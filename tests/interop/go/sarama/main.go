@@ -68,6 +68,8 @@ func main() {
 			r.skip(step, fmt.Sprintf("needs Kafka %s's versions; sarama speaks %s's", needs, r.version))
 		}
 	}
+	r.skip("rebalance_consumer_protocol",
+		"sarama has only the classic group protocol (JoinGroup, SyncGroup), not KIP-848's ConsumerGroupHeartbeat")
 
 	admin, err := sarama.NewClusterAdmin(r.addrs, r.config())
 	if err != nil {
@@ -398,7 +400,7 @@ func (r *run) rebalance() error {
 	defer stop()
 	var running sync.WaitGroup
 	failed := make(chan error, 3)
-	members, err := grow(r.scenario, func() (*member, error) {
+	members, err := grow(func() (*member, error) {
 		group, err := sarama.NewConsumerGroup(r.addrs, r.group+"-trio", r.config())
 		if err != nil {
 			return nil, err
@@ -415,7 +417,7 @@ func (r *run) rebalance() error {
 			}
 		}()
 		return m, nil
-	}, failed)
+	}, failed, &r.GroupOfTwo, &r.GroupOfThree)
 	if err != nil {
 		return err
 	}
