@@ -929,9 +929,15 @@ class GroupCoordinator:
             self._touch(now, group, member)
         else:
             return everywhere(rules.UNKNOWN_MEMBER_ID)  # only members commit to a live group
+        return self._commit_checked(now, group, offsets)
+
+    def _commit_checked(
+        self, now: float, group: Group, offsets: list[tuple[str, int, int, int, str | None]]
+    ) -> dict[tuple[str, int], int]:
+        """Store offsets whose committer has been checked; the error code of each."""
         results = self._store(now, offsets, group.offsets)
         self._offsets_changed(
-            group_id, {key: group.offsets[key] for key, code in results.items() if not code}
+            group.group_id, {key: group.offsets[key] for key, code in results.items() if not code}
         )
         if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
             # Safety net: an Empty group keeps an expiry timer at or before its real
@@ -1181,13 +1187,5 @@ class GroupCoordinator:
         self, now: float, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]
     ) -> dict[tuple[str, int], int]:
         """Keep offsets the other coordinator has checked; the error code of each."""
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self._create_group(now, group_id)
-        results = self._store(now, offsets, group.offsets)
-        self._offsets_changed(
-            group_id, {key: group.offsets[key] for key, code in results.items() if not code}
-        )
-        if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
-            self._arm_expiry(group)
-        return results
+        group = self.groups.get(group_id) or self._create_group(now, group_id)
+        return self._commit_checked(now, group, offsets)

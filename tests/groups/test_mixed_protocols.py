@@ -172,6 +172,12 @@ def _read_everything(
     return wait_until(done, SETTLE)
 
 
+def _group_type(admin: AdminClient, group: str) -> str:
+    """The group's type as the admin client lists it: CLASSIC or CONSUMER."""
+    (listed,) = [g for g in admin.list_consumer_groups().result(15).valid if g.group_id == group]
+    return str(listed.type.name)
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize(
     "classic", ["confluent-kafka-range", "confluent-kafka-cooperative-sticky", "kafka-python"]
@@ -196,12 +202,7 @@ def test_a_live_classic_group_upgrades_and_downgrades_without_losing_records(
     modern = ConsumerProtocolMember(bootstrap, topic, group)
     members.append(modern)
     assert wait_until(lambda: _settled(members, [2, 2, 2]), SETTLE), "upgraded group of three"
-    (listed,) = [
-        g
-        for g in admin.list_consumer_groups().result(15).valid
-        if g.group_id == group  # type: ignore[attr-defined]
-    ]
-    assert listed.type.name == "CONSUMER"
+    assert _group_type(admin, group) == "CONSUMER"
     _produce(bootstrap, topic, produced)
     assert _read_everything(members, produced, read), "read by the mixed group"
 
@@ -209,11 +210,6 @@ def test_a_live_classic_group_upgrades_and_downgrades_without_losing_records(
     members.remove(modern)
     modern.close()
     assert wait_until(lambda: _settled(members, [3, 3]), SETTLE), "downgraded group of two"
-    (listed,) = [
-        g
-        for g in admin.list_consumer_groups().result(15).valid
-        if g.group_id == group  # type: ignore[attr-defined]
-    ]
-    assert listed.type.name == "CLASSIC"
+    assert _group_type(admin, group) == "CLASSIC"
     _produce(bootstrap, topic, produced)
     assert _read_everything(members, produced, read), "read by the downgraded group"
