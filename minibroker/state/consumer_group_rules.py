@@ -66,8 +66,10 @@ Request rules (ConsumerGroupHeartbeat; Kafka's GroupMetadataManager):
     UNRELEASED_INSTANCE_ID a join with an instance id whose member is still active
                           (it has not left with epoch -2 nor expired).
     UNSUPPORTED_ASSIGNOR  a server assignor that is not one of group_consumer_assignors.
-    INVALID_REGULAR_EXPRESSION a regex Python cannot compile or that uses what RE2 lacks
-                          (look-around, back references).
+    INVALID_REGULAR_EXPRESSION a regex RE2 cannot compile (Kafka's engine is RE2/J: the
+                          same syntax, so look-around and back references are refused).
+                          A topic matches when the whole name matches; topics whose names
+                          start with "__" (internal) never do.
     A static member that left with epoch -2 keeps its partitions until its session timeout;
     a join with its instance id takes its place, epoch and partitions, with no new epoch.
 

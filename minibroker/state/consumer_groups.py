@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import heapq
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import re2
 
 from minibroker.config import BrokerConfig
 from minibroker.protocol.consumer_protocol import (
@@ -47,9 +50,17 @@ from minibroker.state.server_assignors import ASSIGNORS
 
 log = logging.getLogger("minibroker.groups")
 
-# What RE2 (Kafka's regex engine) lacks and Python's re has: refused rather than
-# matched differently.
-_UNSUPPORTED_REGEX = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?\(")
+# Subscription patterns run on RE2, as Kafka's (RE2/J) do: the same syntax, and matching
+# in time linear in the name, so no pattern can stall the broker.
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@lru_cache(maxsize=1024)
+def compiled_pattern(pattern: str) -> Any:
+    """A subscription pattern, compiled (raises re2.error)."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
 
 TopicInfo = Callable[[str], "tuple[uuid.UUID, int] | None"]
 
@@ -145,15 +156,13 @@ def as_assignment(owned: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> Assignmen
 def regex_problem(pattern: str) -> str | None:
     """Why a subscription regex is refused, or None (Kafka's wording, this engine's
     reason)."""
-    if _UNSUPPORTED_REGEX.search(pattern):
-        reason = "look-around and back references are not supported"
+    try:
+        compiled_pattern(pattern)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        reason = detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
     else:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            reason = str(exc)
-        else:
-            return None
+        return None
     return f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {reason}."
 
 
@@ -491,7 +500,8 @@ class ConsumerGroupCoordinator:
         if regexes:
             names = [n for n in self._topic_names() if not n.startswith("__")]
             group.regex_topics = {
-                pattern: tuple(n for n in names if re.fullmatch(pattern, n)) for pattern in regexes
+                pattern: tuple(n for n in names if compiled_pattern(pattern).fullmatch(n))
+                for pattern in regexes
             }
         else:
             group.regex_topics = {}

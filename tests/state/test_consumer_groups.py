@@ -4,6 +4,7 @@ reconciliation, fencing, timeouts and offsets, driven with a fake clock and no s
 from __future__ import annotations
 
 import struct
+import threading
 import uuid
 from dataclasses import dataclass, field
 
@@ -390,6 +391,22 @@ def test_offsets_outlive_the_retention_while_members_stay_and_expire_after() -> 
     h.offsets.tick(h.now)
     assert h.offsets.committed("g", [("t", 0)])[("t", 0)] is None
     assert "g" not in h.coordinator.groups
+
+
+def test_a_pattern_that_backtracks_exponentially_does_not_stall_the_coordinator() -> None:
+    """`(a+)+b` against a 249-character name takes a backtracking engine longer than the
+    age of the universe; RE2 answers at once (the heartbeat ran in a thread so that a
+    regression fails here instead of hanging the run)."""
+    h = Harness()
+    h.topics["a" * 249] = (uuid.UUID(int=11), 1)
+    h.topics["aab"] = (uuid.UUID(int=12), 1)
+    answered: list[HeartbeatOutcome] = []
+    worker = threading.Thread(target=lambda: answered.append(h.beat("m", regex="(a+)+b")))
+    worker.daemon = True
+    worker.start()
+    worker.join(30)
+    assert answered, "the heartbeat did not come back"
+    assert answered[0].assignment == {uuid.UUID(int=12): frozenset({0})}
 
 
 def test_regex_problems_name_what_is_refused() -> None:
