@@ -7,11 +7,14 @@ import struct
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from minibroker.config import BrokerConfig
+from minibroker.protocol.consumer_protocol import parse_assignment
 from minibroker.state import consumer_group_rules as rules
+from minibroker.state import group_rules as classic_rules
 from minibroker.state.consumer_group_rules import ConsumerGroupState, MemberState, reconcile
 from minibroker.state.consumer_groups import (
     ConsumerGroupCoordinator,
@@ -462,3 +465,224 @@ def test_range_gives_consecutive_partitions_on_every_topic() -> None:
 @pytest.mark.parametrize("assignor", [uniform, range_assignor])
 def test_no_members_no_assignment(assignor) -> None:  # type: ignore[no-untyped-def]
     assert assignor({}, {T1: 3}, {}) == {}
+
+
+# --- mixed groups: classic members in a consumer group ---
+
+CLASSIC_SESSION_MS = 10_000
+
+
+def subscription_v1(*topics: str, owned: dict[str, list[int]] | None = None) -> bytes:
+    """A ConsumerProtocolSubscription v1: topics, no user data, owned partitions."""
+    data = struct.pack(">hi", 1, len(topics))
+    for name in topics:
+        data += struct.pack(">h", len(name)) + name.encode()
+    data += struct.pack(">i", -1)
+    owned = owned or {}
+    data += struct.pack(">i", len(owned))
+    for name, partitions in owned.items():
+        data += struct.pack(">h", len(name)) + name.encode()
+        data += struct.pack(f">i{len(partitions)}i", len(partitions), *partitions)
+    return data
+
+
+def cjoin(
+    h: Harness,
+    member_id: str,
+    *,
+    version: int = 5,
+    instance: str | None = None,
+    owned: dict[str, list[int]] | None = None,
+    protocol_type: str = "consumer",
+    metadata: bytes | None = None,
+) -> Any:
+    return h.coordinator.classic_join(
+        h.now, group_id="g", member_id=member_id, instance_id=instance, client_id="classic",
+        client_host="10.0.0.1", session_timeout_ms=CLASSIC_SESSION_MS,
+        rebalance_timeout_ms=20_000, protocol_type=protocol_type,
+        protocols=[("range", subscription_v1("t", owned=owned) if metadata is None else metadata)],
+        version=version,
+    )  # fmt: skip
+
+
+def csync(h: Harness, member_id: str, generation: int, **more: Any) -> Any:
+    values = {"instance_id": None, "protocol_type": "consumer", "protocol_name": "range", **more}
+    return h.coordinator.classic_sync(
+        h.now, group_id="g", member_id=member_id, generation=generation, **values
+    )
+
+
+def cbeat(h: Harness, member_id: str, generation: int, instance: str | None = None) -> int:
+    return h.coordinator.classic_heartbeat(
+        h.now, group_id="g", member_id=member_id, instance_id=instance, generation=generation
+    )
+
+
+def held(assignment: bytes) -> set[int]:
+    return set(parse_assignment(assignment).get("t", []))
+
+
+def mixed(h: Harness) -> str:
+    """A consumer-protocol member `a` owning everything, then a classic member joins
+    (after MEMBER_ID_REQUIRED): its id."""
+    h.beat("a")
+    required = cjoin(h, "")
+    assert required.error == classic_rules.MEMBER_ID_REQUIRED and required.member_id
+    return str(required.member_id)
+
+
+def test_a_classic_member_is_assigned_by_the_broker_once_partitions_are_released() -> None:
+    h = Harness()
+    classic = mixed(h)
+    epoch_before = h.group.group_epoch
+    joined = cjoin(h, classic)
+    assert (joined.error, joined.protocol_type, joined.protocol_name) == (0, "consumer", "range")
+    assert (joined.leader, joined.members, joined.member_id) == ("", [], classic)
+    assert h.group.group_epoch == epoch_before + 1 == joined.generation
+    member = h.group.members[classic]
+    assert (member.client_id, member.client_host) == ("classic", "10.0.0.1")
+    assert member.state is MemberState.UNRELEASED_PARTITIONS
+    synced = csync(h, classic, joined.generation)
+    assert (synced.error, held(synced.assignment)) == (0, set())
+    # a still owns everything: the classic member is told nothing yet.
+    assert cbeat(h, classic, joined.generation) == 0
+    h.beat("a")
+    h.beat("a")  # a gave up half
+    assert len(h.partitions("a")) == 3
+    # Released: the classic member must rejoin to collect them.
+    assert cbeat(h, classic, joined.generation) == classic_rules.REBALANCE_IN_PROGRESS
+    again = cjoin(h, classic)
+    assert again.generation == h.group.assignment_epoch
+    synced = csync(h, classic, again.generation)
+    assert held(synced.assignment) == set(range(6)) - h.partitions("a")
+    assert cbeat(h, classic, again.generation) == 0
+    assert h.group.state is ConsumerGroupState.STABLE
+
+
+def test_classic_requests_refused_as_kafka_refuses_them() -> None:
+    h = Harness()
+    classic = mixed(h)
+    joined = cjoin(h, classic)
+    generation = joined.generation
+    assert cjoin(h, "x", protocol_type="connect").error == classic_rules.INCONSISTENT_GROUP_PROTOCOL
+    assert cjoin(h, "x", metadata=b"\x00").error == classic_rules.INCONSISTENT_GROUP_PROTOCOL
+    assert cjoin(h, "a").error == rules.UNKNOWN_MEMBER_ID  # a consumer-protocol member
+    assert csync(h, classic, generation + 1).error == classic_rules.ILLEGAL_GENERATION
+    assert csync(h, classic, generation, protocol_name="roundrobin").error == (
+        classic_rules.INCONSISTENT_GROUP_PROTOCOL
+    )
+    assert csync(h, classic, generation, protocol_type="connect").error == (
+        classic_rules.INCONSISTENT_GROUP_PROTOCOL
+    )
+    assert csync(h, "ghost", generation).error == rules.UNKNOWN_MEMBER_ID
+    assert csync(h, "a", h.epochs["a"]).error == rules.UNKNOWN_MEMBER_ID
+    assert cbeat(h, classic, generation - 1) == classic_rules.ILLEGAL_GENERATION
+    assert cbeat(h, "ghost", generation) == rules.UNKNOWN_MEMBER_ID
+    # The group moved on: a sync from the old epoch is told to rejoin.
+    h.beat("b")
+    assert csync(h, classic, generation).error == classic_rules.REBALANCE_IN_PROGRESS
+    assert cbeat(h, classic, generation) == classic_rules.REBALANCE_IN_PROGRESS
+
+
+def test_a_static_classic_member_is_fenced_or_replaced_by_its_instance() -> None:
+    h = Harness()
+    h.beat("a")
+    first = cjoin(h, "", instance="i-1")
+    assert first.error == 0
+    assert cjoin(h, "other", instance="i-1").error == rules.FENCED_INSTANCE_ID
+    assert cbeat(h, "other", first.generation, instance="i-1") == rules.FENCED_INSTANCE_ID
+    assert cbeat(h, first.member_id, first.generation, instance="i-2") == rules.UNKNOWN_MEMBER_ID
+    replaced = cjoin(h, "", instance="i-1")  # a restart: no member id, same instance
+    assert replaced.error == 0 and replaced.member_id != first.member_id
+    assert first.member_id not in h.group.members
+    assert h.group.static_members["i-1"] == replaced.member_id
+
+
+def test_the_last_consumer_protocol_member_leaving_downgrades_the_group() -> None:
+    h = Harness()
+    classic = mixed(h)
+    joined = cjoin(h, classic)
+    for _ in range(3):
+        h.beat("a")
+    rejoined = cjoin(h, classic)
+    kept = held(csync(h, classic, rejoined.generation).assignment)
+    assert kept
+    epoch = h.group.group_epoch
+    h.beat("a", epoch=rules.LEAVE_EPOCH)
+    assert "g" not in h.coordinator.groups
+    group = h.offsets.groups["g"]
+    assert group.generation == epoch  # the consumer group's epoch carries over
+    assert group.state.value == "PreparingRebalance"
+    (member,) = group.members.values()
+    assert (member.member_id, member.session_timeout_ms) == (classic, CLASSIC_SESSION_MS)
+    assert held(member.assignment) == kept
+    assert joined.generation <= group.generation
+
+
+def test_classic_leaves_and_session_timeouts() -> None:
+    h = Harness()
+    classic = mixed(h)
+    cjoin(h, classic)
+    h.beat("b")
+    results = h.coordinator.classic_leave(h.now, "g", [("ghost", None), (classic, None)])
+    assert results == [("ghost", None, rules.UNKNOWN_MEMBER_ID), (classic, None, rules.NONE)]
+    assert classic not in h.group.members
+    # A consumer-protocol member named in a LeaveGroup leaves too.
+    assert h.coordinator.classic_leave(h.now, "g", [("b", None)]) == [("b", None, 0)]
+    second = cjoin(h, "", version=3)  # before v4 no MEMBER_ID_REQUIRED: an id at once
+    assert second.error == 0 and second.member_id in h.group.members
+    assert h.coordinator.next_deadline() is not None
+    h.advance(CLASSIC_SESSION_MS / 1000 + 0.1)  # its own session, not the group's 45 s
+    assert second.member_id not in h.group.members
+    assert "a" in h.group.members  # a was silent as long: its 45 s are not up
+
+
+def test_a_downgraded_leave_request_hands_the_rest_to_the_classic_coordinator() -> None:
+    h = Harness()
+    classic = mixed(h)
+    cjoin(h, classic)
+    results = h.coordinator.classic_leave(h.now, "g", [("a", None), (classic, None)])
+    assert results == [("a", None, 0), (classic, None, 0)]
+    assert "g" not in h.coordinator.groups
+    assert h.offsets.groups["g"].members == {}
+
+
+def test_commits_of_classic_members_and_transactional_commits() -> None:
+    h = Harness()
+    classic = mixed(h)
+    generation = cjoin(h, classic).generation
+    offsets = [("t", 0, 5, -1, None)]
+    commit = h.coordinator.commit
+    assert commit(h.now, version=8, group_id="g", member_id=classic, member_epoch=generation,
+                  offsets=offsets) == {("t", 0): 0}  # fmt: skip
+    assert commit(h.now, version=9, group_id="g", member_id=classic, member_epoch=generation - 1,
+                  offsets=offsets) == {("t", 0): classic_rules.ILLEGAL_GENERATION}  # fmt: skip
+    txn = h.offsets.commit_transactional
+    base = {"group_id": "g", "producer_id": 7, "group_instance_id": None, "offsets": offsets}
+    assert txn(h.now, member_id="", generation=-1, **base) == {("t", 0): 0}
+    assert txn(h.now, member_id="a", generation=h.epochs["a"], **base) == {("t", 0): 0}
+    assert txn(h.now, member_id="a", generation=h.epochs["a"] + 1, **base) == {
+        ("t", 0): rules.STALE_MEMBER_EPOCH
+    }
+    assert txn(h.now, member_id="ghost", generation=1, **base) == {
+        ("t", 0): rules.UNKNOWN_MEMBER_ID
+    }
+    assert h.offsets.has_pending("g", ("t", 0))
+
+
+def test_delete_forget_and_the_group_configs_interval() -> None:
+    h = Harness()
+    h.beat("a")
+    assert h.coordinator.delete_group("g") == 68  # NON_EMPTY_GROUP
+    assert h.coordinator.delete_group("nope") == rules.GROUP_ID_NOT_FOUND
+    assert h.coordinator.heartbeat_interval_ms("g") == 500
+    h.coordinator.forget("g")  # has members: stays
+    assert "g" in h.coordinator.groups
+    h.beat("a", epoch=rules.LEAVE_EPOCH)
+    assert not h.coordinator.has_members("g")
+    h.coordinator.forget("g")  # a classic join to an empty consumer group takes it over
+    assert "g" not in h.coordinator.groups
+    h.beat("b")
+    h.beat("b", epoch=rules.LEAVE_EPOCH)
+    assert h.coordinator.delete_group("g") == rules.NONE
+    assert "g" not in h.coordinator.groups and "g" not in h.offsets.groups
