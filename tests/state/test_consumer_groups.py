@@ -686,3 +686,27 @@ def test_delete_forget_and_the_group_configs_interval() -> None:
     h.beat("b", epoch=rules.LEAVE_EPOCH)
     assert h.coordinator.delete_group("g") == rules.NONE
     assert "g" not in h.coordinator.groups and "g" not in h.offsets.groups
+
+
+def test_uniform_keeps_what_each_member_may_keep_and_moves_the_rest() -> None:
+    """Three members on 7 partitions: shares of 3, 2, 2. A member keeps at most its share
+    (the one holding the most keeps one extra), drops what it no longer subscribes to or
+    what no longer exists, and the newcomer gets the rest."""
+    members = {m: frozenset({T1}) for m in ("a", "b", "c")}
+    previous = {
+        "a": {T1: frozenset({0, 1, 2, 3, 4}), T2: frozenset({0})},  # T2: not subscribed
+        "b": {T1: frozenset({5, 6, 9})},  # 9: not a partition (7 of them)
+    }
+    target = uniform(members, {T1: 7}, previous)
+    assert target["a"][T1] == frozenset({0, 1, 2})  # its share plus the one extra
+    assert target["b"][T1] == frozenset({5, 6})
+    assert target["c"][T1] == frozenset({3, 4})
+    assert all(set(t) == {T1} for t in target.values())
+
+
+def test_uniform_with_different_subscriptions_keeps_previous_owners_while_even() -> None:
+    members = {"a": frozenset({T1}), "b": frozenset({T1, T2})}
+    previous = {"b": {T1: frozenset({0, 1}), T2: frozenset({0, 1})}}
+    target = uniform(members, {T1: 2, T2: 2}, previous)
+    assert target["b"][T2] == frozenset({0, 1})  # only b may have T2: kept
+    assert target["a"][T1] == frozenset({0, 1})  # a takes T1 so the two are even
