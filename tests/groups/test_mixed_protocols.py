@@ -44,6 +44,9 @@ class ClassicMember:
                 heartbeat_interval_ms=200,
                 auto_offset_reset="earliest",
                 retry_backoff_ms=50,
+                # A leader that assigned before it saw the new topic's partitions notices
+                # them at its next metadata refresh and rebalances: make that soon.
+                metadata_max_age_ms=500,
             )
             self.python.subscribe([topic])
             self.confluent: Consumer | None = None
