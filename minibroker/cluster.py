@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
@@ -442,14 +441,6 @@ class Cluster(RunsInThread):
 
         return self._on_loop(read)
 
-    def _named(self, assigned: Mapping[uuid.UUID, frozenset[int]]) -> dict[str, list[int]]:
-        named = {}
-        for topic_id, partitions in assigned.items():
-            topic = self.state.topics.by_id(topic_id)
-            if topic is not None:
-                named[topic.name] = sorted(partitions)
-        return named
-
     def transaction_states(self) -> dict[str, str]:
         """Transactional id -> state name (Empty, Ongoing, CompleteCommit, ...)."""
         return self._on_loop(
@@ -472,10 +463,11 @@ class Cluster(RunsInThread):
         group; for a consumer-protocol group, the partitions the broker assigned."""
 
         def read() -> dict[str, bytes]:
-            consumer_group = self.state.consumer_groups.groups.get(group_id)
+            consumer_groups = self.state.consumer_groups
+            consumer_group = consumer_groups.groups.get(group_id)
             if consumer_group is not None:
                 return {
-                    m.member_id: encode_assignment(self._named(m.assigned))
+                    m.member_id: encode_assignment(consumer_groups.named(m.assigned))
                     for m in consumer_group.members.values()
                 }
             group = self.state.groups.groups.get(group_id)

@@ -90,7 +90,12 @@ class ClusterState:
         # Groups of Kafka 4's consumer protocol; their offsets are kept by `groups`.
         self.group_configs = GroupConfigs(self.config)
         self.consumer_groups = ConsumerGroupCoordinator(
-            self.config, self.groups, self._topic_info, self.topics.names, self.group_configs
+            self.config,
+            self.groups,
+            self._topic_info,
+            self.topics.names,
+            self._topic_name,
+            self.group_configs,
         )
         self.topics.on_change.append(self.consumer_groups.topics_changed)
         self.transactions = TransactionCoordinator(
@@ -162,6 +167,10 @@ class ClusterState:
     def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
         topic = self.topics.get(name)
         return None if topic is None else (topic.topic_id, len(topic.partitions))
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.topics.by_id(topic_id)
+        return None if topic is None else topic.name
 
     def group_type(self, group_id: str) -> str | None:
         """ "consumer" (Kafka 4's protocol), "classic", or None when there is no such group."""

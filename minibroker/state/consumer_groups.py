@@ -173,6 +173,7 @@ class ConsumerGroupCoordinator:
         offsets: GroupCoordinator,
         topic_info: TopicInfo,
         topic_names: Callable[[], Iterable[str]],
+        topic_name: Callable[[uuid.UUID], str | None],
         group_configs: GroupConfigs | None = None,
     ) -> None:
         self.config = config
@@ -181,6 +182,7 @@ class ConsumerGroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self._topic_info = topic_info
         self._topic_names = topic_names
+        self._topic_name = topic_name
         self.topics_version = 0  # bumped by the cluster whenever topics change
         self._heap: list[tuple[float, int, str, str]] = []
         self._sequence = 0
@@ -723,26 +725,16 @@ class ConsumerGroupCoordinator:
         if group is not None and not group.members:
             del self.groups[group_id]
 
-    def topic_names_by_id(self) -> Mapping[uuid.UUID, str]:
-        names: dict[uuid.UUID, str] = {}
-        for group in self.groups.values():
-            for name, (topic_id, _) in group.topics_seen.items():
-                names[topic_id] = name
-        return names
-
     # --- mixed groups: classic members in a consumer group (online migration) ---
 
-    def _named(self, assigned: Mapping[uuid.UUID, frozenset[int]]) -> dict[str, list[int]]:
-        names = {topic_id: name for name, (topic_id, _) in self._all_topics().items()}
-        return {names[t]: sorted(p) for t, p in assigned.items() if t in names}
-
-    def _all_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        found = {}
-        for name in self._topic_names():
-            info = self._topic_info(name)
-            if info is not None:
-                found[name] = info
-        return found
+    def named(self, assigned: Mapping[uuid.UUID, frozenset[int]]) -> dict[str, list[int]]:
+        """An assignment by topic name (topics deleted meanwhile left out)."""
+        named = {}
+        for topic_id, partitions in assigned.items():
+            name = self._topic_name(topic_id)
+            if name is not None:
+                named[name] = sorted(partitions)
+        return named
 
     def _ids(self, named: Mapping[str, Iterable[int]]) -> dict[uuid.UUID, frozenset[int]]:
         by_id: dict[uuid.UUID, frozenset[int]] = {}
@@ -756,7 +748,7 @@ class ConsumerGroupCoordinator:
         """A classic group becomes a consumer group (consumer_group_rules: Mixed groups):
         its members stay, as classic members at the generation's epoch, with what they
         own as their target."""
-        generation, classic_members = self.offsets.hand_over(now, group_id)
+        generation, classic_members = self.offsets.hand_over(group_id)
         group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.assignors()[0])
         group.group_epoch = group.assignment_epoch = generation
         for old in classic_members:
@@ -805,7 +797,7 @@ class ConsumerGroupCoordinator:
                     protocol_type="consumer",
                     protocols=list(member.classic.protocols),
                     heartbeat_deadline=member.session_deadline,
-                    assignment=encode_assignment(self._named(member.assigned)),
+                    assignment=encode_assignment(self.named(member.assigned)),
                 )
             )
         del self.groups[group.group_id]
@@ -928,7 +920,7 @@ class ConsumerGroupCoordinator:
             error=rules.NONE,
             protocol_type="consumer",
             protocol_name=member.classic.protocol_name,
-            assignment=encode_assignment(self._named(member.assigned)),
+            assignment=encode_assignment(self.named(member.assigned)),
         )
 
     def classic_heartbeat(

@@ -1134,7 +1134,7 @@ class GroupCoordinator:
                     for m in group.members.values() if m.protocols)
         )  # fmt: skip
 
-    def hand_over(self, now: float, group_id: str) -> tuple[int, list[Member]]:
+    def hand_over(self, group_id: str) -> tuple[int, list[Member]]:
         """An online upgrade: the group's members leave this coordinator (waiting joins
         and syncs are answered REBALANCE_IN_PROGRESS) and it keeps only the offsets, held.
         Returns the generation and the members as they were."""

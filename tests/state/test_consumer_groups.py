@@ -40,7 +40,11 @@ class Harness:
         config = BrokerConfig(offsets_retention_minutes=1)
         self.offsets = GroupCoordinator(config)
         self.coordinator = ConsumerGroupCoordinator(
-            config, self.offsets, self.topics.get, lambda: list(self.topics)
+            config,
+            self.offsets,
+            self.topics.get,
+            lambda: list(self.topics),
+            lambda topic_id: next((n for n, (i, _) in self.topics.items() if i == topic_id), None),
         )
         # member id -> what it owns, as a client that acknowledges at once would say
         self.owned: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
