@@ -36,7 +36,7 @@ from aiokafka.errors import IllegalStateError, KafkaError
 from minibroker.consumer.assignors import assignor_for
 from minibroker.consumer.metrics import ConsumerSnapshot, PartitionSnapshot, Rate
 
-log = logging.getLogger("consumer")
+log = logging.getLogger(__name__)
 
 Record = Any  # aiokafka.structs.ConsumerRecord
 Handler = Callable[[Record], Awaitable[None] | None]

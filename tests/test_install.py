@@ -4,11 +4,14 @@ start run exactly as written, and a downstream project whose own `consumer.py`,
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 import venv
 from pathlib import Path
 
@@ -115,3 +118,27 @@ def test_a_downstream_project_with_its_own_consumer_and_fixtures_modules(
     for command in ([str(binaries / "pytest")], [str(binaries / "python"), "-m", "pytest"]):
         result = _run([*command, "-q", "-p", "no:cacheprovider"], cwd=project)
         assert "3 passed" in result.stdout, result.stdout
+
+
+def test_each_module_has_one_name() -> None:
+    """consumer/ and fixtures/ are imported as minibroker.consumer and minibroker.testing
+    only: importing every module of every package the build lists leaves no file loaded
+    under two names (as a symbolic link or a second sys.path entry would)."""
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"
+    ]
+    for package in packages:
+        for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if module.name != "__main__":  # runs the command line
+                importlib.import_module(f"{package}.{module.name}")
+    sources = tuple(str(ROOT / folder) + os.sep for folder in ("minibroker", "consumer", "fixtures"))
+    names_by_file: dict[str, list[str]] = {}
+    for name, module in list(sys.modules.items()):
+        file = os.path.realpath(getattr(module, "__file__", None) or os.devnull)
+        if file.startswith(sources):
+            names_by_file.setdefault(file, []).append(name)
+    assert {file: names for file, names in names_by_file.items() if len(names) > 1} == {}
+    assert "consumer" not in sys.modules
+    assert "fixtures" not in sys.modules
+    assert Path(sys.modules["minibroker.consumer"].__file__ or "").parent == ROOT / "consumer"
+    assert Path(sys.modules["minibroker.testing"].__file__ or "").parent == ROOT / "fixtures"
