@@ -166,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_fault,
         metavar="API:KEY=VALUE,...",
         help="a fault rule (repeatable), e.g. Produce:error=NOT_LEADER_OR_FOLLOWER,times=3 "
-        "or Fetch:delay=0.5 or Metadata:close,after=2 (README: Faults)",
+        "or Fetch:delay=0.5 or Metadata:close,after=2 (docs/faults.md)",
     )
     parser.add_argument(
         "--record-file",

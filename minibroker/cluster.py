@@ -241,7 +241,7 @@ class Cluster(RunsInThread):
         records = [r for node in self.nodes for r in tuple(node.dispatcher.recent)]
         return sorted(records, key=lambda r: r.at)
 
-    # --- faults and cluster operations (README: "Faults") ---
+    # --- faults and cluster operations (docs/faults.md) ---
 
     @property
     def faults(self) -> Faults:

@@ -1,5 +1,6 @@
 """ApiVersions over a real socket, every served API at both ends of its advertised range,
-the README's table against the wire, and what happens to requests the broker does not serve."""
+the API table of docs/apis.md against the wire, and what happens to requests the broker
+does not serve."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from minibroker.protocol.records import (
 from minibroker.testing.backends import KafkaService
 from tests.rawclient import RawClient, encode, make_request, parse_host_port, request_class
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+APIS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "apis.md"
 
 API_VERSIONS = 18
 PRODUCE = 0
@@ -1208,12 +1209,12 @@ def test_api_versions_on_the_wire_equals_the_registry(kafka_broker: Broker, vers
     assert advertised == {key: (low, high) for key, low, high in _registry()}
 
 
-def _readme_api_table() -> dict[int, tuple[str, int, int]]:
-    """README's "APIs served" table: | Name | key | low, en dash, high |."""
-    section = README.read_text().split("### APIs served", 1)[1].split("\n#", 1)[0]
+def _docs_api_table() -> dict[int, tuple[str, int, int]]:
+    """docs/apis.md's "APIs served" table: | Name | key | low, en dash, high |."""
+    section = APIS_PAGE.read_text().split("# APIs served", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| *(\w+) *\| *(\d+) *\| *(\d+) *[\u2013-] *(\d+) *\|", section, re.M)
     table = {int(key): (name, int(low), int(high)) for name, key, low, high in rows}
-    assert len(table) == len(rows), "a key listed twice in the README"
+    assert len(table) == len(rows), "a key listed twice in docs/apis.md"
     return table
 
 
@@ -1221,9 +1222,9 @@ def _snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def test_readme_api_table_matches_the_wire(kafka_broker: Broker) -> None:
-    """Every row of the README's table is what the broker answers, and nothing is missing."""
-    table = _readme_api_table()
+def test_docs_api_table_matches_the_wire(kafka_broker: Broker) -> None:
+    """Every row of docs/apis.md's table is what the broker answers, and nothing is missing."""
+    table = _docs_api_table()
     advertised = _advertised(kafka_broker.bootstrap_servers)
     assert {key: (low, high) for key, (_, low, high) in table.items()} == advertised
     # the names are Kafka's (kio spells them in snake case)

@@ -1,4 +1,4 @@
-"""Cluster operations a test can do to a running cluster (README "Faults"): move a
+"""Cluster operations a test can do to a running cluster (docs/faults.md): move a
 partition's leader or a group's coordinator, stop and start a broker, add partitions,
 slow a broker down or throttle it; real clients ride through each."""
 

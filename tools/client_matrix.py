@@ -1,4 +1,4 @@
-"""Run the client matrix and print the README's compatibility tables.
+"""Run the client matrix and print the compatibility tables of docs/clients.md.
 
     python tools/client_matrix.py
 
@@ -33,7 +33,7 @@ API_COLUMNS = (
     "TxnOffsetCommit",
     "EndTxn",
 )
-# The catalogue's steps, grouped into the columns the README shows.
+# The catalogue's steps, grouped into the columns docs/clients.md shows.
 STEP_COLUMNS = {
     "topic admin": ("create_topic", "describe_configs", "delete_topic"),
     "codecs": ("produce",),

@@ -1,4 +1,4 @@
-"""Run the differential comparison and print the README's table of what it compares.
+"""Run the differential comparison and print the table of what it compares (docs/test-suite.md).
 
     python tools/differential.py
 

@@ -315,7 +315,7 @@ def test_every_known_difference_is_documented() -> None:
 
 def _record(version: str, scenario: str, result: Comparison) -> None:
     """With MINIBROKER_DIFFERENTIAL_REPORT set, add this run's counts to that JSON file
-    (tools/differential.py turns it into the README's table)."""
+    (tools/differential.py turns it into the table of docs/test-suite.md)."""
     target = os.environ.get("MINIBROKER_DIFFERENTIAL_REPORT")
     if not target:
         return

@@ -691,7 +691,7 @@ def broker_lacks(broker: KafkaService, driver: Driver) -> frozenset[str]:
 
 def _record(driver: Driver, report: Report, sent: set[tuple[str, int]]) -> None:
     """With MINIBROKER_MATRIX_REPORT set, add this client's line to that JSON file
-    (tools/client_matrix.py turns it into the README's tables)."""
+    (tools/client_matrix.py turns it into the tables of docs/clients.md)."""
     target = os.environ.get("MINIBROKER_MATRIX_REPORT")
     if not target:
         return
