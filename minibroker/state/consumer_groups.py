@@ -6,10 +6,9 @@ OffsetFetch, retention and the data directory treat both kinds of group alike; t
 module checks who may commit and with which epoch.
 
 Timing: each member has a session deadline (renewed by every heartbeat) and, while it
-must revoke partitions, a revocation deadline (its rebalance timeout). One heap holds an
-entry per member no later than its earliest deadline; an entry that surfaces early is
-pushed again at the real deadline, so a heartbeat costs no heap work and `tick` looks
-only at members whose time may be up.
+must revoke partitions, a revocation deadline (its rebalance timeout). One timer per
+member in `state.deadlines`, no later than its earliest deadline and re-armed lazily, so
+a heartbeat costs no heap work and `tick` looks only at members whose time may be up.
 
 Over 600 lines because one coordinator serves both kinds of member of a consumer group:
 the consumer protocol's and, in mixed groups, the classic protocol's (the last section),
@@ -18,7 +17,6 @@ which share its members, epochs and reconciliation.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -43,6 +41,7 @@ from minibroker.state.consumer_group_rules import (
     group_state,
     reconcile,
 )
+from minibroker.state.deadlines import Deadlines
 from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.groups import GroupCoordinator, JoinOutcome, SyncOutcome
 from minibroker.state.groups import Member as ClassicMember
@@ -83,7 +82,6 @@ class Member:
     pending_revocation: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     session_deadline: float = 0.0
     revocation_deadline: float | None = None
-    timer_at: float | None = None  # the deadline of this member's live heap entry
     # A member of the classic protocol in this group (mixed groups): its JoinGroup's
     # session timeout and protocols; None for a consumer-protocol member.
     classic: ClassicProtocol | None = None
@@ -184,8 +182,7 @@ class ConsumerGroupCoordinator:
         self._topic_names = topic_names
         self._topic_name = topic_name
         self.topics_version = 0  # bumped by the cluster whenever topics change
-        self._heap: list[tuple[float, int, str, str]] = []
-        self._sequence = 0
+        self.deadlines: Deadlines[str] = Deadlines()  # keyed by member id
         offsets.on_group_removed = self._offsets_gone
         offsets.check_elsewhere = self._check_transactional
 
@@ -425,7 +422,7 @@ class ConsumerGroupCoordinator:
         del group.members[old_id]
         previous.member_id = member_id
         previous.member_epoch = previous.previous_epoch
-        previous.timer_at = None
+        self.deadlines.forget(group.group_id, old_id)
         group.members[member_id] = previous
         if previous.instance_id is not None:
             group.static_members[previous.instance_id] = member_id
@@ -626,34 +623,25 @@ class ConsumerGroupCoordinator:
         return member.session_deadline
 
     def _arm(self, group: ConsumerGroup, member: Member) -> None:
-        deadline = self._deadline(member)
-        if member.timer_at is not None and member.timer_at <= deadline:
-            return
-        member.timer_at = deadline
-        self._sequence += 1
-        heapq.heappush(self._heap, (deadline, self._sequence, group.group_id, member.member_id))
+        self.deadlines.arm(group.group_id, member.member_id, self._deadline(member))
+
+    def _actual(self, group_id: str, member_id: str, _scheduled: float) -> float | None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        return None if member is None else self._deadline(member)
 
     def next_deadline(self) -> float | None:
-        while self._heap:
-            deadline, _, group_id, member_id = self._heap[0]
-            group = self.groups.get(group_id)
-            member = group.members.get(member_id) if group else None
-            if member is not None and member.timer_at == deadline:
-                return deadline
-            heapq.heappop(self._heap)  # stale
-        return None
+        return self.deadlines.next_deadline(self._actual)
 
     def tick(self, now: float) -> None:
         """Fence members whose session or revocation time ran out."""
-        while self._heap and self._heap[0][0] <= now:
-            deadline, _, group_id, member_id = heapq.heappop(self._heap)
+        for group_id, member_id in self.deadlines.due(now, self._actual):
+            # Checked again: fencing an earlier member may have changed this one.
             group = self.groups.get(group_id)
-            member = group.members.get(member_id) if group else None
-            if group is None or member is None or member.timer_at != deadline:
+            member = group.members.get(member_id) if group is not None else None
+            if group is None or member is None:
                 continue
-            member.timer_at = None
-            actual = self._deadline(member)
-            if actual > now:
+            if self._deadline(member) > now:
                 self._arm(group, member)
                 continue
             timed_out = "session timed out" if member.session_deadline <= now else "revoke timeout"

@@ -7,25 +7,17 @@ another member's request or by `tick(now)`; `next_deadline()` tells the caller w
 
 How timing works. Every deadline the coordinator keeps -- a member's session (heartbeat)
 deadline, a pending member id's, a group's rebalance deadline and initial rebalance
-delay, an Empty group's offset expiry -- is a timer with one live entry
-(deadline, sequence, group id, kind, member id) in a min-heap; `Group.timers` records,
-per (kind, member id), the deadline of that live entry, and an entry that does not match
-it is stale and dropped when it surfaces. Setting a deadline pushes only when it is
-earlier than the live entry (or there is none); a deadline that moves later, as on every
-heartbeat, keeps its entry, and when the entry comes up it is checked against the
-group's state and pushed again at the real deadline. So a request costs O(log n) at
-most, `next_deadline()` peeks (amortised O(1): it drops stale entries and re-pushes
-moved ones on the way), and `tick(now)` pops only what is due and runs the group rules
-for those groups alone. No timing path walks all groups; stale entries are swept out
-once they are half the heap. Expiry entries are checked exactly by `tick` only (their
-deadline can take a scan of the group's offsets), so `next_deadline()` may name an
-expiry that has since moved later; the `tick` then finds nothing due and re-arms it.
+delay, an Empty group's offset expiry -- is a timer in `state.deadlines` (owner: the
+group id; key: kind and member id), re-armed lazily: a heartbeat pushes nothing, and
+`tick(now)` runs the group rules only for groups with something due. No timing path
+walks all groups. Expiry timers are checked exactly by `tick` only (their deadline can
+take a scan of the group's offsets), so `next_deadline()` may name an expiry that has
+since moved later; the `tick` then finds nothing due and re-arms it.
 """
 
 from __future__ import annotations
 
 import enum
-import heapq
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -40,6 +32,7 @@ from minibroker.protocol.consumer_protocol import (  # noqa: F401  (importable h
     parse_subscription,
 )
 from minibroker.state import group_rules as rules
+from minibroker.state.deadlines import Deadlines
 from minibroker.state.group_rules import ALLOWED_TRANSITIONS, GroupState, IllegalTransition
 
 log = logging.getLogger("minibroker.groups")
@@ -48,7 +41,6 @@ T = TypeVar("T")
 UNKNOWN_MEMBER = ""
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
 MEMBER_ID_PREFIX_CHARS = 1000
-MIN_STALE_SWEEP = 1024  # stale heap entries tolerated before a sweep is considered
 
 
 class Timer(enum.StrEnum):  # str's hash: Enum's own __hash__ is slow Python
@@ -62,7 +54,6 @@ class Timer(enum.StrEnum):  # str's hash: Enum's own __hash__ is slow Python
 
 
 TimerKey = tuple[Timer, str]  # (kind, member id or "" for the group's own timers)
-HeapEntry = tuple[float, int, str, Timer, str]  # deadline, sequence, group, kind, member
 EXPIRY_KEY: TimerKey = (Timer.EXPIRY, "")
 
 
@@ -159,8 +150,6 @@ class Group:
     # together they decide when an Empty group's offsets expire (see group_rules).
     empty_since: float = 0.0
     had_members: bool = False
-    # The deadline of each timer's live entry in the coordinator's heap.
-    timers: dict[TimerKey, float] = field(default_factory=dict)
 
     def transition(self, target: GroupState) -> None:
         if target is self.state:
@@ -222,9 +211,7 @@ class GroupCoordinator:
         self.config = config
         self.groups: dict[str, Group] = {}
         self._partition_exists = partition_exists or (lambda topic, partition: True)
-        self._heap: list[HeapEntry] = []
-        self._sequence = 0
-        self._stale = 0  # heap entries known to be stale (their timer moved or went)
+        self.deadlines: Deadlines[TimerKey] = Deadlines()
         # Told of every change to committed offsets (a data directory keeps them):
         # (group id, {partition: offset, or None when deleted}), or (group id, None) when
         # the group is gone.
@@ -700,26 +687,10 @@ class GroupCoordinator:
     # --- time ---
 
     def _arm(self, group: Group, kind: Timer, member_id: str, deadline: float) -> None:
-        """Make sure a timer has a heap entry no later than `deadline`."""
-        key = (kind, member_id)
-        scheduled = group.timers.get(key)
-        if scheduled is not None and scheduled <= deadline:
-            return  # that entry comes up first and is re-pushed if the deadline moved
-        group.timers[key] = deadline
-        self._sequence += 1
-        heapq.heappush(self._heap, (deadline, self._sequence, group.group_id, kind, member_id))
-        if scheduled is not None:
-            self._note_stale(1)  # the later entry
+        self.deadlines.arm(group.group_id, (kind, member_id), deadline)
 
     def _forget(self, group: Group, kind: Timer, member_id: str) -> None:
-        """The timer no longer applies; its entry goes stale."""
-        if group.timers.pop((kind, member_id), None) is not None:
-            self._note_stale(1)
-
-    def _note_stale(self, count: int) -> None:
-        self._stale += count
-        if self._stale > MIN_STALE_SWEEP and 2 * self._stale > len(self._heap):
-            self._compact()
+        self.deadlines.forget(group.group_id, (kind, member_id))
 
     def _touch(self, now: float, group: Group, member: Member) -> None:
         """The member was heard from: its session deadline starts again."""
@@ -759,67 +730,27 @@ class GroupCoordinator:
             return group.rebalance_deadline
         return group.initial_delay_deadline
 
-    def _live(self, entry: HeapEntry) -> Group | None:
-        """The entry's group if the entry is its timer's live one."""
-        deadline, _, group_id, kind, member_id = entry
+    def _actual(self, group_id: str, key: TimerKey, _scheduled: float) -> float | None:
         group = self.groups.get(group_id)
-        if group is None or group.timers.get((kind, member_id)) != deadline:
-            return None
-        return group
+        return None if group is None else self._deadline_of(group, *key)
 
-    def _compact(self) -> None:
-        """Sweep stale entries once they are half the heap: amortised O(1) each."""
-        # In place: callers may be holding the list while they push.
-        self._heap[:] = [entry for entry in self._heap if self._live(entry) is not None]
-        heapq.heapify(self._heap)
-        self._stale = 0
+    def _peek(self, group_id: str, key: TimerKey, scheduled: float) -> float | None:
+        if key[0] is Timer.EXPIRY:
+            # Exact only in tick (it may scan offsets); early here is harmless.
+            group = self.groups.get(group_id)
+            return scheduled if group is not None and group.state is GroupState.EMPTY else None
+        return self._actual(group_id, key, scheduled)
 
     def next_deadline(self) -> float | None:
         """The earliest time `tick` has something to do, or None."""
-        heap = self._heap
-        while heap:
-            entry = heap[0]
-            deadline, _, _, kind, member_id = entry
-            group = self._live(entry)
-            if group is not None:
-                if kind is Timer.EXPIRY:
-                    # Exact only in tick (it may scan offsets); early here is harmless.
-                    if group.state is GroupState.EMPTY:
-                        return deadline
-                    actual = None
-                else:
-                    actual = self._deadline_of(group, kind, member_id)
-                    if actual == deadline:
-                        return deadline
-            heapq.heappop(heap)
-            if group is None:
-                self._stale = max(0, self._stale - 1)
-            else:
-                del group.timers[(kind, member_id)]
-                if actual is not None:
-                    self._arm(group, kind, member_id, actual)
-        return None
+        return self.deadlines.next_deadline(self._peek)
 
     def tick(self, now: float) -> None:
         """Expire members, pending ids and Empty groups' offsets, end join phases whose
         time is up; only groups with something due are looked at."""
-        heap = self._heap
-        due: dict[str, Group] = {}
-        while heap and heap[0][0] <= now:
-            entry = heapq.heappop(heap)
-            _, _, group_id, kind, member_id = entry
-            group = self._live(entry)
-            if group is None:
-                self._stale = max(0, self._stale - 1)
-                continue
-            del group.timers[(kind, member_id)]
-            actual = self._deadline_of(group, kind, member_id)
-            if actual is None:
-                continue
-            if actual > now:
-                self._arm(group, kind, member_id, actual)
-            else:
-                due[group_id] = group
+        due = {
+            group_id: self.groups[group_id] for group_id, _ in self.deadlines.due(now, self._actual)
+        }
         for group in due.values():
             self._run_due(now, group)
             if self.groups.get(group.group_id) is group:
@@ -861,7 +792,7 @@ class GroupCoordinator:
                 self._arm(group, Timer.REBALANCE, "", group.rebalance_deadline)
             if group.initial_delay_deadline is not None:
                 self._arm(group, Timer.INITIAL_DELAY, "", group.initial_delay_deadline)
-        if EXPIRY_KEY not in group.timers:
+        if not self.deadlines.armed(group.group_id, EXPIRY_KEY):
             self._arm_expiry(group)
 
     def _expire(self, now: float, group: Group) -> None:
@@ -939,7 +870,7 @@ class GroupCoordinator:
         self._offsets_changed(
             group.group_id, {key: group.offsets[key] for key, code in results.items() if not code}
         )
-        if group.state is GroupState.EMPTY and EXPIRY_KEY not in group.timers:
+        if group.state is GroupState.EMPTY and not self.deadlines.armed(group.group_id, EXPIRY_KEY):
             # Safety net: an Empty group keeps an expiry timer at or before its real
             # expiry, which a commit can only move later (re-armed lazily).
             self._arm_expiry(group)
@@ -1077,9 +1008,7 @@ class GroupCoordinator:
         self._offsets_changed(group.group_id, None)
         if self.on_group_removed is not None:
             self.on_group_removed(group.group_id)
-        stale = len(group.timers)
-        group.timers.clear()
-        self._note_stale(stale)
+        self.deadlines.forget_owner(group.group_id)
 
     def remove_topic(self, topic: str) -> None:
         """Drop a deleted topic's offsets from every group (an admin operation: O(groups)).
@@ -1145,8 +1074,7 @@ class GroupCoordinator:
                 member.join_slot.fill(JoinOutcome(error=rules.REBALANCE_IN_PROGRESS))
             if member.sync_slot is not None:
                 member.sync_slot.fill(SyncOutcome(error=rules.REBALANCE_IN_PROGRESS))
-        for key in list(group.timers):
-            self._forget(group, *key)
+        self.deadlines.forget_owner(group.group_id)
         group.members.clear()
         group.static_members.clear()
         group.pending_members.clear()

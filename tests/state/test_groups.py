@@ -645,7 +645,7 @@ def test_twenty_thousand_anonymous_groups_add_no_work_to_the_timer(
         assert h.coordinator.next_deadline() == pytest.approx(h.now + SESSION_MS / 1000)
     assert handled == [], "nothing was due"
     # A heartbeat moves a deadline later without a new heap entry: one per timer.
-    assert len(h.coordinator._heap) <= 20_000 + 3
+    assert len(h.coordinator.deadlines) <= 20_000 + 3
     for _ in range(4):
         h.advance(3)
         h.heartbeat(a, generation)  # b went quiet
@@ -674,12 +674,12 @@ def test_heartbeats_between_timer_runs_add_no_heap_entries() -> None:
     h = Harness()
     a, b = stable_group(h, 2)
     generation = h.coordinator.groups["g"].generation
-    entries = len(h.coordinator._heap)
+    entries = len(h.coordinator.deadlines)
     for _ in range(100):
         h.now += 0.05
         assert h.heartbeat(a, generation) == rules.NONE
         assert h.heartbeat(b, generation) == rules.NONE
-    assert len(h.coordinator._heap) == entries
+    assert len(h.coordinator.deadlines) == entries
 
 
 def test_anonymous_groups_offsets_expire_after_the_retention_and_the_group_with_them() -> None:
@@ -805,7 +805,7 @@ def test_deleted_groups_do_not_pile_up_in_the_deadline_heap() -> None:
     for index in range(5_000):
         anonymous_commit(h, f"solo-{index}", {0: 1})
         assert h.coordinator.delete_group(f"solo-{index}") == rules.NONE
-    assert len(h.coordinator._heap) <= 2 * 1024 + 2
+    assert len(h.coordinator.deadlines) <= 2 * 1024 + 2
     assert h.coordinator.next_deadline() is None
 
 
