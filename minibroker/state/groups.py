@@ -32,14 +32,20 @@ from minibroker.protocol.consumer_protocol import (  # noqa: F401  (importable h
     parse_subscription,
 )
 from minibroker.state import group_rules as rules
+from minibroker.state import offset_store
 from minibroker.state.deadlines import Deadlines
 from minibroker.state.group_rules import ALLOWED_TRANSITIONS, GroupState, IllegalTransition
+from minibroker.state.offset_store import (
+    CommittedOffset,
+    OffsetEntry,
+    OffsetsListener,
+    PartitionKey,
+)
 
 log = logging.getLogger("minibroker.groups")
 
 T = TypeVar("T")
 UNKNOWN_MEMBER = ""
-MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
 MEMBER_ID_PREFIX_CHARS = 1000
 
 
@@ -88,17 +94,6 @@ class SyncOutcome:
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
-
-
-@dataclass(slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-    committed_at: float = 0.0  # monotonic seconds, for offset expiry
-
-
-OffsetsListener = Callable[[str, "dict[tuple[str, int], CommittedOffset | None] | None"], None]
 
 
 @dataclass(slots=True)
@@ -711,9 +706,9 @@ class GroupCoordinator:
         if group.state is not GroupState.EMPTY or group.group_id in self.held:
             return None
         retention = self.config.offsets_retention_minutes * 60
-        if group.had_members or not group.offsets:
-            return group.empty_since + retention
-        return min(o.committed_at for o in group.offsets.values()) + retention
+        return offset_store.expiry_deadline(
+            group.offsets, retention, group.empty_since, group.had_members
+        )
 
     def _deadline_of(self, group: Group, kind: Timer, member_id: str) -> float | None:
         """A timer's real deadline now, or None if it no longer applies."""
@@ -800,14 +795,10 @@ class GroupCoordinator:
         if group.group_id in self.held:
             return
         retention = self.config.offsets_retention_minutes * 60
-        if group.had_members or not group.offsets:
-            if now < group.empty_since + retention:
-                return
-            expired = list(group.offsets)
-        else:
-            expired = [k for k, o in group.offsets.items() if o.committed_at + retention <= now]
-        for key in expired:
-            del group.offsets[key]
+        since, had_members = group.empty_since, group.had_members
+        if now < offset_store.expiry_deadline(group.offsets, retention, since, had_members):
+            return
+        expired = offset_store.expire(now, group.offsets, retention, since, had_members)
         self._offsets_changed(group.group_id, dict.fromkeys(expired))
         if expired:
             log.info(
@@ -912,25 +903,9 @@ class GroupCoordinator:
         return self._store(now, offsets, group.pending_offsets.setdefault(producer_id, {}))
 
     def _store(
-        self,
-        now: float,
-        offsets: list[tuple[str, int, int, int, str | None]],
-        into: dict[tuple[str, int], CommittedOffset],
-    ) -> dict[tuple[str, int], int]:
-        """Keep each offset of a partition that exists with metadata of at most
-        MAX_METADATA_BYTES; the error code of each."""
-        results: dict[tuple[str, int], int] = {}
-        for topic, partition, offset, leader_epoch, metadata in offsets:
-            if not self._partition_exists(topic, partition):
-                results[(topic, partition)] = rules.UNKNOWN_TOPIC_OR_PARTITION
-            elif metadata is not None and len(metadata.encode()) > MAX_METADATA_BYTES:
-                results[(topic, partition)] = rules.OFFSET_METADATA_TOO_LARGE
-            else:
-                into[(topic, partition)] = CommittedOffset(
-                    offset, leader_epoch, metadata, committed_at=now
-                )
-                results[(topic, partition)] = rules.NONE
-        return results
+        self, now: float, offsets: list[OffsetEntry], into: dict[PartitionKey, CommittedOffset]
+    ) -> dict[PartitionKey, int]:
+        return offset_store.accept(now, offsets, self._partition_exists, into)
 
     def transaction_ended(self, now: float, group_id: str, producer_id: int, commit: bool) -> None:
         """The producer's transaction marker reached the group: its pending offsets become
@@ -938,12 +913,11 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return
-        pending = group.pending_offsets.pop(producer_id, {})
+        ended = offset_store.end_transaction(
+            now, group.offsets, group.pending_offsets, producer_id, commit
+        )
         if commit:
-            for key, stored in pending.items():
-                stored.committed_at = now
-                group.offsets[key] = stored
-            self._offsets_changed(group_id, dict(pending))
+            self._offsets_changed(group_id, dict(ended))
             if group.state is GroupState.EMPTY:
                 self._arm_expiry(group)
 

@@ -54,7 +54,7 @@ from typing import Any
 from minibroker.config import LOG_FLUSH_POLICIES
 from minibroker.protocol.sasl import ScramCredential
 from minibroker.state.cluster import ClusterState
-from minibroker.state.groups import CommittedOffset
+from minibroker.state.offset_store import CommittedOffset
 from minibroker.state.producers import PartitionProducers
 from minibroker.state.topics import Partition, Topic
 from minibroker.storage import checkpoint
