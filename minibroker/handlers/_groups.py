@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import Pending, RequestContext
-from minibroker.state.groups import Slot
+from minibroker.state.group_rules import Slot
 
 T = TypeVar("T")
 SAFETY_MARGIN_SECONDS = 5.0

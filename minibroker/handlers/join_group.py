@@ -17,7 +17,7 @@ from minibroker.handlers._common import NO_THROTTLE, error, millis
 from minibroker.handlers._groups import answer_when_filled, is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
-from minibroker.state.groups import JoinOutcome
+from minibroker.state.group_rules import JoinOutcome
 
 
 def _response(ctx: RequestContext, outcome: JoinOutcome) -> Any:

@@ -13,7 +13,7 @@ from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers._groups import answer_when_filled, is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
-from minibroker.state.groups import SyncOutcome
+from minibroker.state.group_rules import SyncOutcome
 
 
 def _response(ctx: RequestContext, outcome: SyncOutcome) -> Any:

@@ -43,8 +43,9 @@ from minibroker.state.consumer_group_rules import (
 )
 from minibroker.state.deadlines import Deadlines
 from minibroker.state.group_configs import GroupConfigs
-from minibroker.state.groups import GroupCoordinator, JoinOutcome, SyncOutcome
-from minibroker.state.groups import Member as ClassicMember
+from minibroker.state.group_rules import JoinOutcome, SyncOutcome
+from minibroker.state.group_rules import Member as ClassicMember
+from minibroker.state.groups import GroupCoordinator
 from minibroker.state.server_assignors import ASSIGNORS
 
 log = logging.getLogger("minibroker.groups")

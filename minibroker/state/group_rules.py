@@ -90,6 +90,12 @@ Offset expiry (Kafka 2.1+, KIP-211; offsets.retention.minutes, default 7 days):
 from __future__ import annotations
 
 import enum
+import logging
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from minibroker.protocol.consumer_protocol import parse_subscription
+from minibroker.state.offset_store import CommittedOffset
 
 
 class GroupState(enum.Enum):
@@ -136,3 +142,126 @@ GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+# --- the machine's data: a group, its members, and the answers they wait for ---
+
+log = logging.getLogger("minibroker.groups")
+T = TypeVar("T")
+
+
+class Slot(Generic[T]):
+    """An answer that may not exist yet."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: T | None = None) -> None:
+        self.result = result
+
+    def fill(self, result: T) -> None:
+        if self.result is None:
+            self.result = result
+
+
+@dataclass(slots=True)
+class JoinOutcome:
+    error: int
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass(slots=True)
+class SyncOutcome:
+    error: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    heartbeat_deadline: float
+    assignment: bytes = b""
+    join_slot: Slot[JoinOutcome] | None = None
+    sync_slot: Slot[SyncOutcome] | None = None
+    join_version: int = 0
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+    @property
+    def awaiting(self) -> bool:
+        return (self.join_slot is not None and self.join_slot.result is None) or (
+            self.sync_slot is not None and self.sync_slot.result is None
+        )
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    pending_members: dict[str, float] = field(default_factory=dict)
+    rebalance_deadline: float | None = None
+    initial_delay_deadline: float | None = None
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # Transactional commits (TxnOffsetCommit) by producer id, until its transaction ends.
+    pending_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    # When the group was created or last became Empty, and whether it ever had members:
+    # together they decide when an Empty group's offsets expire (see group_rules).
+    empty_since: float = 0.0
+    had_members: bool = False
+
+    def transition(self, target: GroupState) -> None:
+        if target is self.state:
+            return
+        if target not in ALLOWED_TRANSITIONS[self.state]:
+            raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {target.value}")
+        log.debug(
+            "group %s: %s -> %s (generation %d)",  # pragma: no mutate
+            self.group_id,  # pragma: no mutate
+            self.state.value,  # pragma: no mutate
+            target.value,  # pragma: no mutate
+            self.generation,  # pragma: no mutate
+        )
+        self.state = target
+
+    def candidate_protocols(self) -> set[str]:
+        names: set[str] | None = None
+        for member in self.members.values():
+            mine = {name for name, _ in member.protocols}
+            names = mine if names is None else names & mine
+        return names or set()
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics named in consumer-protocol subscriptions; None if not parseable."""
+        if self.protocol_type != "consumer":
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            parsed = parse_subscription(member.metadata_for(self.protocol_name))
+            if parsed is None:
+                return None
+            topics.update(parsed)
+        return topics

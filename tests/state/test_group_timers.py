@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 
 from minibroker.state import group_rules as rules
-from minibroker.state.group_rules import GroupState
-from minibroker.state.groups import JoinOutcome, Slot, SyncOutcome
+from minibroker.state.group_rules import GroupState, JoinOutcome, Slot, SyncOutcome
 from tests.state.test_groups import REBALANCE_MS, SESSION_MS, Harness, stable_group
 
 SESSION = SESSION_MS / 1000
