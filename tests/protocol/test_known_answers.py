@@ -853,7 +853,7 @@ def test_legacy_response_known_answer(pair: tuple[int, int]) -> None:
     """An old version's response is read field by field, and a proxy-class response is
     written in exactly Kafka's layout (header v0). The fields a newer one replaced
     (ListOffsets v0's offsets list, DescribeConfigs v0's is_default) go through the
-    fields that replaced them (tests/handlers/test_legacy_versions.py: real values)."""
+    fields that replaced them (tests/versions/test_legacy_versions.py: real values)."""
     api_key, version = pair
     spec = _definition("response", api_key)
     sampler = Sampler(spec, version)

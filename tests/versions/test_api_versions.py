@@ -29,7 +29,7 @@ from minibroker.protocol.records import (
 from minibroker.testing.backends import KafkaService
 from tests.rawclient import RawClient, encode, make_request, parse_host_port, request_class
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 API_VERSIONS = 18
 PRODUCE = 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from minibroker.handlers import HANDLERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 
