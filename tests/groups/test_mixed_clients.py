@@ -15,12 +15,11 @@ from confluent_kafka.admin import AdminClient
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from minibroker import Broker
-from tests.groups import test_confluent_kafka_groups as confluent
-from tests.groups import test_kafka_python_groups as kafka_python
 from tests.groups.conftest import SETTLE_TIMEOUT, RebalanceLog, settled, unique, wait_until
+from tests.groups.group_clients import ConfluentMember, KafkaPythonMember
 
 PARTITIONS = 6
-Member = confluent.Member | kafka_python.Member
+Member = ConfluentMember | KafkaPythonMember
 
 
 @pytest.fixture
@@ -30,11 +29,11 @@ def members() -> Iterator[list[Member]]:
     # librdkafka serves a rebalance only inside poll and kafka-python only inside its poll
     # loop, so stop the loops first, then leave: a member left waiting in a join would
     # hold up the next LeaveGroup on its connection until the request timeout.
-    python_members = [m for m in started if isinstance(m, kafka_python.Member)]
+    python_members = [m for m in started if isinstance(m, KafkaPythonMember)]
     for member in python_members:
         member.stop_polling()
     for member in started:
-        if isinstance(member, confluent.Member):
+        if isinstance(member, ConfluentMember):
             member.close()
     for member in python_members:
         member.close()
@@ -42,7 +41,7 @@ def members() -> Iterator[list[Member]]:
 
 def pump(members: list[Member]) -> None:
     for member in members:
-        if isinstance(member, confluent.Member):
+        if isinstance(member, ConfluentMember):
             member.pump()  # librdkafka runs callbacks only inside poll
 
 
@@ -57,7 +56,7 @@ def test_confluent_kafka_and_kafka_python_share_a_range_group(
 
     def start(client: str, name: str) -> Member:
         if client == "confluent-kafka":
-            return confluent.Member(
+            return ConfluentMember(
                 broker.bootstrap_servers,
                 topic,
                 group,
@@ -65,7 +64,7 @@ def test_confluent_kafka_and_kafka_python_share_a_range_group(
                 log,
                 **{"partition.assignment.strategy": "range"},
             )
-        return kafka_python.Member(
+        return KafkaPythonMember(
             broker.bootstrap_servers,
             topic,
             group,

@@ -1,6 +1,6 @@
 """The Java client's default producer (idempotent, acks=all) through leader moves: it
 follows NOT_LEADER_OR_FOLLOWER to the new leader and every record lands once, in order.
-(tests/test_cluster_operations.py does the same with librdkafka.)"""
+(tests/cluster/test_cluster_operations.py does the same with librdkafka.)"""
 
 from __future__ import annotations
 

@@ -318,7 +318,7 @@ needs_schemas = pytest.mark.skipif(
 )
 
 # Served versions newer than Kafka 3.9, whose definitions are not in SCHEMA_DIR
-# (Kafka 4.0 added them); the live test in tests/test_api_versions.py covers them.
+# (Kafka 4.0 added them); the live test in tests/versions/test_api_versions.py covers them.
 NEWER_THAN_3_9 = {(0, 12), (2, 10), (3, 13), (15, 6), (26, 5), (28, 5), (60, 2), (68, 1), (69, 1)}
 
 _PRIMITIVES = {
@@ -853,7 +853,7 @@ def test_legacy_response_known_answer(pair: tuple[int, int]) -> None:
     """An old version's response is read field by field, and a proxy-class response is
     written in exactly Kafka's layout (header v0). The fields a newer one replaced
     (ListOffsets v0's offsets list, DescribeConfigs v0's is_default) go through the
-    fields that replaced them (tests/handlers/test_legacy_versions.py: real values)."""
+    fields that replaced them (tests/versions/test_legacy_versions.py: real values)."""
     api_key, version = pair
     spec = _definition("response", api_key)
     sampler = Sampler(spec, version)

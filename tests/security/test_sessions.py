@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 from minibroker.config import PLAINTEXT, SASL_PLAINTEXT, SASL_SSL, BrokerConfig
 from minibroker.dispatch import CloseConnection
 from minibroker.state.sessions import ANONYMOUS, Session
-from tests.handlers.sansio import SansIOBroker, decode
 from tests.rawclient import encode, make_request
+from tests.sansio import SansIOBroker, decode
 
 HANDSHAKE, AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "a,b=c": "odd-secret"}

@@ -25,7 +25,7 @@ from minibroker.protocol.messages import (
     response_module,
 )
 from minibroker.testing.plugin import TopicFactory
-from tests.handlers.test_fetch_limits import Want, fetch
+from tests.produce_fetch.test_fetch_limits import Want, fetch
 from tests.rawclient import RawClient, make
 
 PRODUCE, FETCH, METADATA, HEARTBEAT, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 3, 12, 10, 16

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
+from tests.sansio import SansIOBroker
 
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 NONE = 0

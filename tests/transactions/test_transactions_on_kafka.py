@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import TopicFactory
-from tests.handlers.test_fetch_limits import Want, fetch
+from tests.produce_fetch.test_fetch_limits import Want, fetch
 from tests.rawclient import RawClient, make
 
 FIND_COORDINATOR, INIT, ADD_PARTITIONS, END, PRODUCE = 10, 22, 24, 26, 0

@@ -20,9 +20,9 @@ import pytest
 from minibroker.config import BrokerConfig
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
-from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
 from tests.record_bytes import zigzag_varint
+from tests.sansio import SansIOBroker
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 VERSION = 9

@@ -3,7 +3,7 @@ ApiVersions finalizes, Produce v12 adding its partition, EndTxn v5 moving the ep
 every end (and to a new producer id past 32766), TxnOffsetCommit v5 adding its group,
 and version 1 kept beside it (rules: minibroker/state/transaction_rules.py). The answers
 are the ones Apache Kafka 4.4 gives to the same requests
-(tests/handlers/test_transactions_on_kafka.py holds the wire against it)."""
+(tests/transactions/test_transactions_on_kafka.py holds the wire against it)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from minibroker.protocol.records import (
 )
 from minibroker.state import transaction_rules as rules
 from minibroker.state.transaction_rules import TxnState
-from tests.handlers.sansio import SansIOBroker
-from tests.handlers.test_fetch_limits import Want, fetch
+from tests.produce_fetch.test_fetch_limits import Want, fetch
 from tests.rawclient import make
+from tests.sansio import SansIOBroker
 
 PRODUCE, FETCH, OFFSET_FETCH, API_VERSIONS, INIT = 0, 1, 9, 18, 22
 ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT, DESCRIBE = 24, 25, 26, 28, 65

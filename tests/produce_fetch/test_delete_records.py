@@ -18,8 +18,8 @@ from confluent_kafka.admin import AdminClient
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.plugin import TopicFactory
-from tests.handlers.test_fetch_limits import Want, fetch, partitions_of
-from tests.handlers.test_list_offsets import BASE_TIMESTAMP_MS, lookup, produce
+from tests.produce_fetch.test_fetch_limits import Want, fetch, partitions_of
+from tests.produce_fetch.test_list_offsets import BASE_TIMESTAMP_MS, lookup, produce
 from tests.rawclient import RawClient, make
 
 OFFSET_COMMIT, DELETE_RECORDS = 8, 21

@@ -29,7 +29,7 @@ from minibroker.testing.backends import KafkaService
 from minibroker.testing.waiting import wait_for
 from tests.rawclient import encode, make_request
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 METADATA, FIND_COORDINATOR, PRODUCE, FETCH, API_VERSIONS = 3, 10, 0, 1, 18
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from minibroker.state import group_rules as rules
 from minibroker.state.group_rules import GroupState, JoinOutcome, Slot, SyncOutcome
-from tests.state.test_groups import REBALANCE_MS, SESSION_MS, Harness, stable_group
+from tests.groups.test_classic_coordinator import REBALANCE_MS, SESSION_MS, Harness, stable_group
 
 SESSION = SESSION_MS / 1000
 REBALANCE = REBALANCE_MS / 1000

@@ -17,7 +17,8 @@ from minibroker.protocol import records
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import ClusterFactory, TopicFactory
 from minibroker.testing.waiting import wait_for
-from tests.handlers.test_alter_configs import (
+from tests.rawclient import RawClient, make
+from tests.topics.test_alter_configs import (
     APPEND,
     BROKER,
     DELETE,
@@ -32,8 +33,7 @@ from tests.handlers.test_alter_configs import (
     incremental,
     produce,
 )
-from tests.handlers.test_topic_configs import describe as describe_configs
-from tests.rawclient import RawClient, make
+from tests.topics.test_topic_configs import describe as describe_configs
 
 CREATE_TOPICS = 19
 DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5

@@ -16,7 +16,7 @@ import pytest
 from minibroker.config import BrokerConfig
 from minibroker.handlers import HANDLERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = (ROOT / "README.md").read_text()
 PAGES = sorted(DOCS.glob("*.md"))

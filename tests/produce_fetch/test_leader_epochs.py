@@ -16,7 +16,7 @@ import pytest
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.plugin import ClusterFactory, TopicFactory
-from tests.handlers.test_fetch_limits import node_address
+from tests.produce_fetch.test_fetch_limits import node_address
 from tests.rawclient import RawClient, make, produce_batch
 
 OFFSET_FOR_LEADER_EPOCH, ELECT_LEADERS = 23, 43

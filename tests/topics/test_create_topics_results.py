@@ -11,8 +11,8 @@ import pytest
 
 from minibroker.config import BrokerConfig
 from minibroker.state.topics import SET, TOPIC_CONFIG_DEFAULTS
-from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
+from tests.sansio import SansIOBroker
 
 CREATE_TOPICS = 19
 NONE = 0

@@ -12,8 +12,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
-from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
+from tests.sansio import SansIOBroker
 
 INIT, ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT = 22, 24, 25, 26, 28
 PRODUCE, FETCH, OFFSET_FETCH, DESCRIBE, LIST = 0, 1, 9, 65, 66

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
 
@@ -131,7 +131,8 @@ def test_each_module_has_one_name() -> None:
         for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
             if module.name != "__main__":  # runs the command line
                 importlib.import_module(f"{package}.{module.name}")
-    sources = tuple(str(ROOT / folder) + os.sep for folder in ("minibroker", "consumer", "fixtures"))
+    folders = ("minibroker", "consumer", "fixtures")
+    sources = tuple(str(ROOT / folder) + os.sep for folder in folders)
     names_by_file: dict[str, list[str]] = {}
     for name, module in list(sys.modules.items()):
         file = os.path.realpath(getattr(module, "__file__", None) or os.devnull)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from minibroker.config import BrokerConfig
-from tests.handlers.sansio import SansIOBroker
 from tests.rawclient import make
+from tests.sansio import SansIOBroker
 
 METADATA, FIND_COORDINATOR = 3, 10
 VERSIONS = list(range(14))

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from minibroker.dispatch import PendingReply
-from tests.handlers.sansio import SansIOBroker, decode
 from tests.rawclient import make
+from tests.sansio import SansIOBroker, decode
 
 JOIN_GROUP = 11
 NONE = 0

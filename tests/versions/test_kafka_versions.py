@@ -16,7 +16,7 @@ from minibroker import Broker
 from minibroker.protocol.kafka_releases import RELEASES
 from tests.rawclient import RawClient, encode, make_request
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = ROOT.parent / "shared" / "kafka" / "request-versions.json"
 API_VERSIONS, METADATA, OFFSET_COMMIT, PRODUCE = 18, 3, 8, 0
 DESCRIBE_TOPIC_PARTITIONS = 75

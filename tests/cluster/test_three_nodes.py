@@ -21,6 +21,7 @@ from tests.groups.conftest import (
     HEARTBEAT_MS,
     SETTLE_TIMEOUT,
     RebalanceLog,
+    _watchdog,  # noqa: F401  (autouse: a stuck client fails the run)
     group_snapshot,
     left_group,
     settled,

@@ -30,7 +30,7 @@ from minibroker.protocol.records import (
 from minibroker.testing.backends import KafkaService
 from tests.rawclient import RawClient, encode, make_request, parse_host_port, request_class
 
-APIS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "apis.md"
+APIS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "apis.md"
 
 API_VERSIONS = 18
 PRODUCE = 0

@@ -21,8 +21,8 @@ import pytest
 from minibroker.dispatch import PendingReply
 from minibroker.protocol import records
 from minibroker.state.log import PartitionLog
-from tests.handlers.sansio import SansIOBroker, decode
 from tests.rawclient import make, produce_batch
+from tests.sansio import SansIOBroker, decode
 
 PRODUCE, FETCH = 0, 1
 VERSIONS = [4, 11, 13, 16]
