@@ -24,13 +24,14 @@ from typing import Any, TypeVar
 from minibroker.config import BrokerConfig, Listener
 from minibroker.dispatch import RequestRecord
 from minibroker.faults import Faults
+from minibroker.housekeeping import Housekeeping
 from minibroker.inspection import RECORDED_MAX, Recorded
 from minibroker.loop_thread import RunsInThread
 from minibroker.protocol.consumer_protocol import encode_assignment, parse_assignment
-from minibroker.server import GroupTimer, NodeServer
+from minibroker.server import NodeServer
 from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
-from minibroker.state.cluster import ClusterState
+from minibroker.state.cluster import CLOCK_ADVANCED, ClusterState
 from minibroker.state.credentials import read_users_file
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
@@ -79,7 +80,7 @@ class Cluster(RunsInThread):
             )
             for node_id, port in enumerate(chosen_ports)
         ]
-        self._group_timer = GroupTimer(self.state)
+        self._housekeeping = Housekeeping(self.state)
         self._on_advance: Callable[[], None] = lambda: None
         self._running = False
         self._data_dir: DataDir | None = None
@@ -160,11 +161,11 @@ class Cluster(RunsInThread):
             for node in self.nodes:
                 await node.start()
                 started.append(node)
-            self._group_timer.start()
+            self._housekeeping.start()
             loop = asyncio.get_running_loop()
 
             def wake_timers() -> None:  # advance() may be called from any thread
-                loop.call_soon_threadsafe(self.state.notify_append)
+                loop.call_soon_threadsafe(self.state.announce, CLOCK_ADVANCED)
 
             self._on_advance = wake_timers
             self.state.clock.on_advance.append(self._on_advance)
@@ -185,7 +186,7 @@ class Cluster(RunsInThread):
             self._running = False
             with contextlib.suppress(ValueError):
                 self.state.clock.on_advance.remove(self._on_advance)
-            await self._group_timer.stop()
+            await self._housekeeping.stop()
             for node in self.nodes:
                 await node.stop()
             if self._flusher is not None:

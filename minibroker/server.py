@@ -13,12 +13,10 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import ssl
 import sys
 from collections import deque
-from collections.abc import Hashable, Iterable
 
-from minibroker.config import PLAINTEXT, SSL, BrokerConfig, Listener
+from minibroker.config import PLAINTEXT, SSL, Listener
 from minibroker.dispatch import (
     CloseConnection,
     Dispatcher,
@@ -30,9 +28,10 @@ from minibroker.handlers.registry import OPEN_SESSION
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
-from minibroker.state import compaction, retention
-from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
+from minibroker.state.cluster import ClusterState, Node
 from minibroker.state.sessions import ANONYMOUS, PRE_AUTH_MAX_FRAME_BYTES, Session
+from minibroker.tls import principal_of, tls_context
+from minibroker.waiters import WaiterIndex
 
 log = logging.getLogger("minibroker.server")
 
@@ -46,99 +45,12 @@ PIPELINE_BYTES = 512 * 1024
 # a second to decode, and the event loop keeps serving other connections meanwhile.
 LARGE_REQUEST_BYTES = 256 * 1024
 PRODUCE_KEY = b"\x00\x00"
-GROUP_TIMER_IDLE = 1.0
 # From Python 3.12 a socket transport's writelines() hands the pieces to sendmsg() as
 # they are; before, it joins them. There, answers are joined a chunk at a time instead:
 # the chunk's memory is reused from one to the next, where one join of a many-MB Fetch
 # answer would write it all into fresh pages first.
 ZERO_COPY_WRITELINES = sys.version_info >= (3, 12)
 WRITE_CHUNK_BYTES = 1024 * 1024
-
-
-# Certificate subject attributes as RFC 2253 names them (Kafka's principal is the subject
-# as Java's X500Principal.getName() writes it).
-_RDN_NAMES = {
-    "commonName": "CN",
-    "organizationName": "O",
-    "organizationalUnitName": "OU",
-    "countryName": "C",
-    "localityName": "L",
-    "stateOrProvinceName": "ST",
-    "streetAddress": "STREET",
-    "domainComponent": "DC",
-    "userId": "UID",
-}
-
-
-def principal_of(certificate: dict[str, object] | None) -> str:
-    """User:<subject> of a client certificate (most specific part first, as RFC 2253
-    writes it), or User:ANONYMOUS without one."""
-    subject = (certificate or {}).get("subject")
-    if not subject:
-        return ANONYMOUS
-    parts = []
-    for rdn in reversed(subject):  # type: ignore[call-overload]
-        parts.append("+".join(f"{_RDN_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn))
-    return "User:" + ",".join(parts)
-
-
-def _escape(value: str) -> str:
-    escaped = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
-    if escaped.startswith(("#", " ")):
-        escaped = "\\" + escaped
-    return escaped[:-1] + "\\ " if escaped.endswith(" ") else escaped
-
-
-def tls_context(config: BrokerConfig) -> ssl.SSLContext:
-    """The server side of SSL and SASL_SSL listeners."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    assert config.ssl_certfile and config.ssl_keyfile  # BrokerConfig checks it
-    context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile)
-    if config.ssl_cafile:
-        context.load_verify_locations(config.ssl_cafile)
-    context.verify_mode = {
-        "none": ssl.CERT_NONE,
-        "requested": ssl.CERT_OPTIONAL,
-        "required": ssl.CERT_REQUIRED,
-    }[config.ssl_client_auth]
-    return context
-
-
-class WaiterIndex:
-    """Long polls waiting for a change, indexed by what they wait on (a partition log,
-    the group coordinator), so that a change wakes only the polls that wait on it."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[Hashable, set[asyncio.Future[None]]] = {}
-
-    def fire(self, key: Hashable) -> None:
-        waiters = self._waiters.pop(key, None)
-        if waiters:
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    def waiting(self, key: Hashable) -> int:
-        return len(self._waiters.get(key, ()))
-
-    async def wait(self, keys: Iterable[Hashable], timeout: float) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        keys = tuple(keys)
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(waiter)
-        try:
-            # Not wait_for: in Python 3.11 it can swallow a cancellation that arrives as
-            # the waiter fires (a clock advance then a stop), leaving a task that never ends.
-            await asyncio.wait((waiter,), timeout=timeout)
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-            for key in keys:
-                registered = self._waiters.get(key)
-                if registered is not None:
-                    registered.discard(waiter)
-                    if not registered:
-                        del self._waiters[key]
 
 
 class NodeServer:
@@ -232,7 +144,7 @@ class NodeServer:
                 endpoints=dict(self.addresses),
             )
         )
-        self.cluster.on_append.append(self.waiters.fire)
+        self.cluster.on_change.append(self.waiters.fire)
         self._sweeper = loop.create_task(self._sweep(), name=f"node-{self.node_id}-sweep")
 
     async def stop(self) -> None:
@@ -256,7 +168,7 @@ class NodeServer:
         for server in self._servers:
             await server.wait_closed()
         with contextlib.suppress(ValueError):
-            self.cluster.on_append.remove(self.waiters.fire)
+            self.cluster.on_change.remove(self.waiters.fire)
         self._servers.clear()
         log.info("broker %d stopped", self.node_id)
 
@@ -312,90 +224,6 @@ class NodeServer:
                     log.info("closing connection from %s: %s", connection.peer, verdict.value)
                     connection.abort()
             self.memory_freed()
-
-
-class GroupTimer:
-    """Runs the cluster's deadlines: the group coordinator's (session expiry, rebalance
-    timeouts, offset retention), the transaction coordinator's, log retention
-    (state/retention.py) every log_retention_check_interval_ms and log compaction
-    (state/compaction.py) every log_cleaner_backoff_ms. One per cluster, however many
-    nodes serve it. It wakes on group events and clock advances, never on appends."""
-
-    def __init__(self, cluster: ClusterState) -> None:
-        self.cluster = cluster
-        self.waiters = WaiterIndex()
-        self._task: asyncio.Task[None] | None = None
-        self._retention_interval = cluster.config.log_retention_check_interval_ms / 1000
-        self._next_retention = cluster.clock.monotonic() + self._retention_interval
-        self._cleaner_interval = cluster.config.log_cleaner_backoff_ms / 1000
-        self._next_cleaning = cluster.clock.monotonic() + self._cleaner_interval
-        # A clock advance applies retention and compaction at once.
-        self._advanced = cluster.clock.advanced
-
-    def start(self) -> None:
-        self.cluster.on_append.append(self._changed)
-        self._task = asyncio.create_task(self._run(), name="group-timer")
-
-    def _changed(self, key: Hashable) -> None:
-        if key == GROUP_EVENTS:
-            self.waiters.fire(key)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
-        with contextlib.suppress(ValueError):
-            self.cluster.on_append.remove(self._changed)
-
-    async def _run(self) -> None:
-        clock = self.cluster.clock
-        while True:
-            advanced, self._advanced = clock.advanced != self._advanced, clock.advanced
-            if clock.monotonic() >= self._next_retention or advanced:
-                self._next_retention = clock.monotonic() + self._retention_interval
-                try:
-                    retention.enforce(self.cluster.topics, clock.wall_ms())
-                except Exception:
-                    log.exception("log retention failed")
-            if clock.monotonic() >= self._next_cleaning or advanced:
-                self._next_cleaning = clock.monotonic() + self._cleaner_interval
-                try:
-                    compaction.enforce(
-                        self.cluster.topics,
-                        clock.wall_ms(),
-                        max_decompressed_bytes=self.cluster.config.max_decompressed_batch_bytes,
-                    )
-                except Exception:
-                    log.exception("log compaction failed")
-            deadlines = (
-                self.cluster.groups.next_deadline(),
-                self.cluster.consumer_groups.next_deadline(),
-                self.cluster.transactions.next_deadline(),
-                self._next_retention,
-                self._next_cleaning,
-            )
-            deadline = min((d for d in deadlines if d is not None), default=None)
-            wait = GROUP_TIMER_IDLE if deadline is None else deadline - clock.monotonic()
-            if wait > 0:
-                # A group request may move the deadlines, so wake on those too.
-                await self.waiters.wait((GROUP_EVENTS,), min(wait, GROUP_TIMER_IDLE))
-                continue
-            try:
-                self.cluster.groups.tick(clock.monotonic())
-            except Exception:
-                log.exception("group coordinator tick failed")
-            try:
-                self.cluster.consumer_groups.tick(clock.monotonic())
-            except Exception:
-                log.exception("consumer group coordinator tick failed")
-            try:
-                self.cluster.transactions.tick(clock.monotonic())
-            except Exception:
-                log.exception("transaction coordinator tick failed")
-            self.cluster.notify_append(GROUP_EVENTS)
-            await asyncio.sleep(0)
 
 
 class _Connection(asyncio.BufferedProtocol):

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import Pending, RequestContext
+from minibroker.state.cluster import CLOCK_ADVANCED, group_key
 from minibroker.state.group_rules import Slot
 
 T = TypeVar("T")
@@ -20,13 +21,14 @@ def is_coordinator(ctx: RequestContext, group_id: str) -> bool:
 
 def answer_when_filled(
     ctx: RequestContext,
+    group_id: str,
     slot: Slot[T],
     respond: Callable[[T], Any],
     give_up: Callable[[], Any],
     wait_seconds: float,
 ) -> Any:
-    """Respond now if the slot is filled, else wait for it (the coordinator fills it)."""
-    ctx.cluster.notify_append()  # other members' slots may have been filled just now
+    """Respond now if the slot is filled, else wait for it: the coordinator fills it and
+    announces the group (a clock advance may also make the wait's deadline pass)."""
     if slot.result is not None:
         return respond(slot.result)
 
@@ -36,7 +38,7 @@ def answer_when_filled(
         return give_up() if final else None
 
     deadline = ctx.cluster.clock.monotonic() + wait_seconds + SAFETY_MARGIN_SECONDS
-    return Pending(deadline=deadline, poll=poll)
+    return Pending(deadline=deadline, poll=poll, wait_keys=(group_key(group_id), CLOCK_ADVANCED))
 
 
 # (topic, partition, offset, leader epoch, metadata), as GroupCoordinator.commit takes them.

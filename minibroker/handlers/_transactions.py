@@ -11,7 +11,6 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers.registry import RequestContext
 from minibroker.state import transaction_rules as rules
 from minibroker.state.cluster import TRANSACTION_KEY
-from minibroker.state.transaction_rules import TxnState
 
 
 def is_transaction_coordinator(ctx: RequestContext, transactional_id: str) -> bool:
@@ -37,10 +36,7 @@ def add_implicitly(
 ) -> int:
     """Produce v12+ and TxnOffsetCommit v5+ add their partition or group to the
     transaction themselves (state/transaction_rules.py)."""
-    coordinator = ctx.cluster.transactions
-    before = coordinator.describe(transactional_id)
-    was_open = before is not None and before.state is TxnState.ONGOING
-    code = coordinator.add_implicitly(
+    return ctx.cluster.transactions.add_implicitly(
         ctx.cluster.clock.monotonic(),
         transactional_id,
         producer_id,
@@ -48,6 +44,3 @@ def add_implicitly(
         partitions=partitions,
         groups=groups,
     )
-    if code == rules.NONE and not was_open:
-        ctx.cluster.notify_append()  # the coordinator's timer learns the new deadline
-    return code

@@ -32,7 +32,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             request.producer_epoch,
             request.group_id,
         )
-        ctx.cluster.notify_append()  # the coordinator's timer learns the new deadline
     return ctx.response(
         throttle_time=NO_THROTTLE, error_code=versioned(code, ctx.version, FENCED_FROM_VERSION)
     )

@@ -63,7 +63,6 @@ def _results(
     code = coordinator.add_partitions(
         ctx.cluster.clock.monotonic(), transactional_id, producer_id, epoch, wanted
     )
-    ctx.cluster.notify_append()  # the coordinator's timer learns the new deadline
     return dict.fromkeys(wanted, code)
 
 

@@ -63,7 +63,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     if outcome.error != rules.NONE:
         return refuse(outcome.error, outcome.message)
-    ctx.cluster.notify_append()  # the timer's next deadline may have moved
     assignment = None
     if outcome.assignment is not None:
         assignment = ctx.make(

@@ -69,7 +69,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             protocols=[(p.name, p.metadata) for p in request.protocols],
             version=ctx.version,
         )
-        ctx.cluster.notify_append()
         return _response(ctx, outcome)
     consumer_groups.forget(request.group_id)
     slot = ctx.cluster.groups.join(
@@ -88,6 +87,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     return answer_when_filled(
         ctx,
+        request.group_id,
         slot,
         lambda outcome: _response(ctx, outcome),
         lambda: _response(

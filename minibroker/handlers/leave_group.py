@@ -31,12 +31,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         results = ctx.cluster.consumer_groups.classic_leave(
             ctx.cluster.clock.monotonic(), request.group_id, wanted
         )
-        ctx.cluster.notify_append()
     else:
         top, results = ctx.cluster.groups.leave(
             ctx.cluster.clock.monotonic(), group_id=request.group_id, members=wanted
         )
-        ctx.cluster.notify_append()
     if not batched and results:
         top = results[0][2] if top == rules.NONE else top
     members = (

@@ -347,7 +347,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         write_topic(ctx.version, topic_data.name, partitions, pieces)
     for log in appended:
-        cluster.notify_append(log)
+        cluster.announce(log)
     if acks == 0:
         return None
     return SplicedResponse(

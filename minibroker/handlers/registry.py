@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.faults import Fault
 from minibroker.protocol.messages import RequestHeader, build, response_class, response_module
 from minibroker.state.acl import Operation, ResourceType
-from minibroker.state.cluster import GROUP_EVENTS, ClusterState, Node
+from minibroker.state.cluster import ClusterState, Node
 from minibroker.state.sessions import Session, open_session
 
 # What each API does to the topics it names, for ACLs (Kafka's KafkaApis).
@@ -94,14 +94,14 @@ class Pending:
     """A response that is not ready yet (a long poll).
 
     The server calls `poll(False)` whenever one of `wait_keys` changes (see
-    `ClusterState.notify_append`) and `poll(True)` at `deadline` (monotonic seconds);
+    `ClusterState.announce`) and `poll(True)` at `deadline` (monotonic seconds);
     `poll` returns the response or None to keep waiting. With final=True it must return
     the response.
     """
 
     deadline: float
     poll: Callable[[bool], Any]
-    wait_keys: tuple[Hashable, ...] = (GROUP_EVENTS,)
+    wait_keys: tuple[Hashable, ...]
 
 
 @dataclass(frozen=True, slots=True)

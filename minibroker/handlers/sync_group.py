@@ -60,6 +60,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     wait = member.session_timeout_ms / 1000 if member else 0.0
     return answer_when_filled(
         ctx,
+        request.group_id,
         slot,
         lambda outcome: _response(ctx, outcome),
         lambda: _response(ctx, SyncOutcome(error=rules.REBALANCE_IN_PROGRESS)),

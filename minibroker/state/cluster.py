@@ -24,9 +24,16 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
-# What a waiting group request (or the group timer) waits on; a waiting fetch waits on
-# the partition logs it reads.
-GROUP_EVENTS = "group-events"
+# What changes are announced as (`ClusterState.announce`), for whoever waits on them: a
+# waiting fetch waits on the partition logs it reads (the PartitionLog itself), a
+# waiting JoinGroup or SyncGroup on its group's key, the housekeeping on moved deadlines.
+DEADLINES_MOVED = "deadlines-moved"  # a coordinator's deadlines may have moved earlier
+CLOCK_ADVANCED = "clock-advanced"  # the clock jumped (BrokerClock.advance)
+
+
+def group_key(group_id: str) -> tuple[str, str]:
+    """What a request waiting on a group waits on."""
+    return ("group", group_id)
 
 
 class Storage(Protocol):
@@ -87,6 +94,7 @@ class ClusterState:
         # Groups moved to another coordinator than their offsets partition's leader.
         self.coordinator_overrides: dict[str, int] = {}
         self.groups = GroupCoordinator(self.config, self._partition_exists)
+        self.groups.on_change = self._group_changed
         # Groups of Kafka 4's consumer protocol; their offsets are kept by `groups`.
         self.group_configs = GroupConfigs(self.config)
         self.consumer_groups = ConsumerGroupCoordinator(
@@ -98,13 +106,14 @@ class ClusterState:
             self.group_configs,
         )
         self.topics.on_change.append(self.consumer_groups.topics_changed)
+        self.consumer_groups.on_change = self._group_changed
         self.transactions = TransactionCoordinator(
             self.config, self.producer_ids, self._write_markers, self.clock.wall_ms
         )
-        # Called with what changed (a PartitionLog after an append, GROUP_EVENTS after a
-        # group change) so that the requests waiting on it can re-check; the asyncio layer
-        # subscribes here.
-        self.on_append: list[Callable[[Hashable], None]] = []
+        self.transactions.on_change = self._deadlines_moved
+        # Called with what changed (see DEADLINES_MOVED) so that whatever waits on it can
+        # look again; the asyncio layer subscribes here.
+        self.on_change: list[Callable[[Hashable], None]] = []
         # The data directory, when the cluster keeps one (minibroker/storage).
         self.storage: Storage | None = None
 
@@ -133,10 +142,17 @@ class ClusterState:
         """Connections each node accepts (max.connections, changeable while running)."""
         return int(self.broker_configs.value("max.connections") or self.config.max_connections)
 
-    def notify_append(self, key: Hashable = GROUP_EVENTS) -> None:
-        """`key` changed: new data in a partition log, or a group (the default)."""
-        for callback in self.on_append:
+    def announce(self, key: Hashable) -> None:
+        """`key` changed: new data in a partition log, a group, the deadlines, the clock."""
+        for callback in self.on_change:
             callback(key)
+
+    def _group_changed(self, group_id: str) -> None:
+        self.announce(group_key(group_id))
+        self.announce(DEADLINES_MOVED)
+
+    def _deadlines_moved(self) -> None:
+        self.announce(DEADLINES_MOVED)
 
     def _write_markers(
         self,
@@ -158,11 +174,11 @@ class ClusterState:
                 producer_id, epoch, commit=commit, coordinator_epoch=0, now_ms=now_ms
             )
             partition.producers.marker_written(producer_id, epoch, now_ms)
-            self.notify_append(partition.log)
+            self.announce(partition.log)
         now = self.clock.monotonic()
         for group_id in groups:
             self.groups.transaction_ended(now, group_id, producer_id, commit)
-        self.notify_append()
+        self.announce(DEADLINES_MOVED)
 
     def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
         topic = self.topics.get(name)
@@ -214,7 +230,7 @@ class ClusterState:
             partition.leader = node_id
             partition.leader_epoch += 1
             topic.encoded.clear()
-            self.notify_append(partition.log)  # waiting fetches learn it at once
+            self.announce(partition.log)  # waiting fetches learn it at once
 
     def move_coordinator(self, group_id: str, node_id: int) -> None:
         """Group `group_id` is coordinated by `node_id` from now on (its state moves with
@@ -222,7 +238,7 @@ class ClusterState:
         if node_id not in self.nodes:
             raise ValueError(f"no running broker {node_id} (running: {sorted(self.nodes)})")
         self.coordinator_overrides[group_id] = node_id
-        self.notify_append()
+        self.announce(group_key(group_id))
 
     def node_stopped(self, node_id: int) -> None:
         """A node went down: it leaves the metadata, and the partitions and groups it led
@@ -240,4 +256,4 @@ class ClusterState:
                 if partition.leader == node_id:
                     self.move_leader(topic.name, partition.index, running[turn % len(running)])
                     turn += 1
-        self.notify_append()
+        self.announce(DEADLINES_MOVED)

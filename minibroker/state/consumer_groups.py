@@ -45,7 +45,7 @@ from minibroker.state.deadlines import Deadlines
 from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.group_rules import JoinOutcome, SyncOutcome
 from minibroker.state.group_rules import Member as ClassicMember
-from minibroker.state.groups import GroupCoordinator
+from minibroker.state.groups import GroupCoordinator, announces
 from minibroker.state.server_assignors import ASSIGNORS
 
 log = logging.getLogger("minibroker.groups")
@@ -186,6 +186,12 @@ class ConsumerGroupCoordinator:
         self.deadlines: Deadlines[str] = Deadlines()  # keyed by member id
         offsets.on_group_removed = self._offsets_gone
         offsets.check_elsewhere = self._check_transactional
+        # Told of each group whose members' waiting answers or deadlines may have changed.
+        self.on_change: Callable[[str], None] | None = None
+
+    def _changed(self, group_id: str) -> None:
+        if self.on_change is not None:
+            self.on_change(group_id)
 
     def _offsets_gone(self, group_id: str) -> None:
         """An Empty group's offsets expired (or were deleted): the group goes with them."""
@@ -211,6 +217,7 @@ class ConsumerGroupCoordinator:
 
     # --- ConsumerGroupHeartbeat ---
 
+    @announces
     def heartbeat(
         self,
         now: float,
@@ -647,6 +654,7 @@ class ConsumerGroupCoordinator:
                 continue
             timed_out = "session timed out" if member.session_deadline <= now else "revoke timeout"
             self._remove(now, group, member, timed_out)
+            self._changed(group_id)
 
     # --- offsets ---
 
@@ -811,6 +819,7 @@ class ConsumerGroupCoordinator:
             return None, rules.UNKNOWN_MEMBER_ID
         return member, rules.NONE
 
+    @announces
     def classic_join(
         self,
         now: float,
@@ -879,6 +888,7 @@ class ConsumerGroupCoordinator:
             member_id=member_id,
         )
 
+    @announces
     def classic_sync(
         self,
         now: float,
@@ -942,6 +952,7 @@ class ConsumerGroupCoordinator:
             return classic_rules.REBALANCE_IN_PROGRESS
         return rules.NONE
 
+    @announces
     def classic_leave(
         self, now: float, group_id: str, members: list[tuple[str, str | None]]
     ) -> list[tuple[str, str | None, int]]:

@@ -24,10 +24,12 @@ move the same group, and groups move to and from the consumer protocol's coordin
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from minibroker.config import BrokerConfig
 from minibroker.protocol.consumer_protocol import (  # noqa: F401  (importable here too)
@@ -92,6 +94,34 @@ def partition_for(key: str, partitions: int) -> int:
     return positive % partitions
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Announcing(Protocol):
+    def _changed(self, group_id: str) -> None: ...
+
+
+A = TypeVar("A", bound=Announcing)
+
+
+def announces(
+    method: Callable[Concatenate[A, float, P], R],
+) -> Callable[Concatenate[A, float, P], R]:
+    """The request may change what its group's members wait for (answers, deadlines):
+    the coordinator announces the group after it, however it ends."""
+
+    @functools.wraps(method)
+    def announced(self: A, now: float, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, now, *args, **kwargs)
+        finally:
+            group_id = kwargs["group_id"] if "group_id" in kwargs else args[0]
+            self._changed(group_id)  # type: ignore[arg-type]
+
+    return announced
+
+
 class GroupCoordinator:
     def __init__(
         self, config: BrokerConfig, partition_exists: Callable[[str, int], bool] | None = None
@@ -114,6 +144,13 @@ class GroupCoordinator:
         # runs: (group id, member id, generation or epoch) -> error code, or None when
         # the group is not one of its.
         self.check_elsewhere: Callable[[str, str, int], int | None] | None = None
+        # Told of each group whose members' waiting answers or deadlines may have changed
+        # (a join, sync or leave, a deadline that fell due, a hand-over), by group id.
+        self.on_change: Callable[[str], None] | None = None
+
+    def _changed(self, group_id: str) -> None:
+        if self.on_change is not None:
+            self.on_change(group_id)
 
     def _offsets_changed(
         self, group_id: str, changes: dict[tuple[str, int], CommittedOffset | None] | None
@@ -137,6 +174,7 @@ class GroupCoordinator:
 
     # --- JoinGroup ---
 
+    @announces
     def join(
         self,
         now: float,
@@ -462,6 +500,7 @@ class GroupCoordinator:
 
     # --- SyncGroup ---
 
+    @announces
     def sync(
         self,
         now: float,
@@ -539,6 +578,7 @@ class GroupCoordinator:
             return rules.REBALANCE_IN_PROGRESS
         return rules.NONE
 
+    @announces
     def leave(
         self, now: float, *, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[int, list[tuple[str, str | None, int]]]:
@@ -643,6 +683,7 @@ class GroupCoordinator:
             self._run_due(now, group)
             if self.groups.get(group.group_id) is group:
                 self._rearm(group)
+            self._changed(group.group_id)
 
     def _run_due(self, now: float, group: Group) -> None:
         for member_id, deadline in list(group.pending_members.items()):
@@ -948,6 +989,7 @@ class GroupCoordinator:
         group.rebalance_deadline = group.initial_delay_deadline = None
         group.transition(GroupState.EMPTY)
         self.held.add(group_id)
+        self._changed(group_id)
         return group.generation, members
 
     def take_back(
@@ -970,6 +1012,7 @@ class GroupCoordinator:
                 group.static_members[member.group_instance_id] = member.member_id
             self._touch(now, group, member)
         self._prepare_rebalance(now, group, reason)
+        self._changed(group_id)
 
     def drop(self, group_id: str) -> None:
         """The other coordinator deleted the group: its offsets go too."""

@@ -100,6 +100,8 @@ class TransactionCoordinator:
         self._wall_ms = wall_ms
         self.transactions: dict[str, Transaction] = {}
         self._deadlines: list[tuple[float, str]] = []  # (deadline, transactional id)
+        # Told when a transaction begins: its timeout is a new, possibly earliest, deadline.
+        self.on_change: Callable[[], None] | None = None
 
     def _deadline_of(self, txn: Transaction) -> float | None:
         if txn.state is TxnState.ONGOING:
@@ -192,6 +194,8 @@ class TransactionCoordinator:
             txn.started_at = now
             txn.start_wall_ms = self._wall_ms()
             self._schedule(txn)
+            if self.on_change is not None:
+                self.on_change()
 
     def add_partitions(
         self,

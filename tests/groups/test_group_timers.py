@@ -1,7 +1,7 @@
 """Group coordinator timing as the server drives it, and static membership edge cases.
 
-The server's group timer calls `tick(now)` only once `next_deadline()` says something is
-due (minibroker/server.py), so `ServerLoop.advance` moves time the same way: a deadline
+The broker's housekeeping calls `tick(now)` only once `next_deadline()` says something is
+due (minibroker/housekeeping.py), so `ServerLoop.advance` moves time the same way: a deadline
 the coordinator forgets to name is an event that never happens, and one named late or
 early is an event that happens at the wrong time.
 """
@@ -28,7 +28,7 @@ class ServerLoop(Harness):
             self.now = max(self.now, deadline)
             self.coordinator.tick(self.now)
         else:
-            raise AssertionError("the group timer never settles")
+            raise AssertionError("the coordinator's timers never settle")
         self.now = target
 
     def advance_to(self, when: float) -> None:

@@ -2,7 +2,7 @@
 where the version allows it, "" before), and the long poll a join waits in: not
 answered before the join phase ends, answered when the coordinator completes it, and
 answered REBALANCE_IN_PROGRESS if it is still unfilled at its deadline (the rebalance
-timeout plus a safety margin). The group timer is driven by hand on a FakeClock.
+timeout plus a safety margin). The coordinator's timers are driven by hand on a FakeClock.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class Broker(SansIOBroker):
         self.cluster.topics.create("orders", 2)
         self.cluster.topics.create("audit", 1)
         self.woken: list[Hashable] = []
-        self.cluster.on_append.append(self.woken.append)
+        self.cluster.on_change.append(self.woken.append)
 
     def produce(self, topic: str, partition: int, value: bytes = b"v" * 100) -> None:
         produce_batch(self.call, topic, partition, one_batch(value))
