@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable
 
 from bench.core import Samples, load_average
-from tests.hardening.attacks import SCENARIOS, Measurement, MiB, Scenario, measure
+from harness.attacks import Measurement, MiB, Scenario, measure
+from tests.hardening.attacks import SCENARIOS
 
 
 def run_all(

@@ -17,6 +17,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
+from harness.raw_client import RawClient, encode, make_request, parse_host_port, request_class
 from minibroker import Broker
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import legacy, messages
@@ -27,7 +28,6 @@ from minibroker.protocol.records import (
     split_batches,
 )
 from minibroker.testing.backends import KafkaService
-from tests.rawclient import RawClient, encode, make_request, parse_host_port, request_class
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.backends import KafkaService
@@ -33,7 +34,6 @@ from tests.handlers.test_alter_configs import (
     produce,
 )
 from tests.handlers.test_topic_configs import describe as describe_configs
-from tests.rawclient import RawClient, make
 
 CREATE_TOPICS = 19
 DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.state.topics import SET, TOPIC_CONFIG_DEFAULTS
 from tests.handlers.sansio import SansIOBroker
-from tests.rawclient import make
 
 CREATE_TOPICS = 19
 NONE = 0

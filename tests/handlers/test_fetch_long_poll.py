@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make, produce_batch
 from minibroker.dispatch import PendingReply
 from minibroker.protocol import records
 from minibroker.state.log import PartitionLog
 from tests.handlers.sansio import SansIOBroker, decode
-from tests.rawclient import make, produce_batch
 
 PRODUCE, FETCH = 0, 1
 VERSIONS = [4, 11, 13, 16]

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.dispatch import PendingReply
 from tests.handlers.sansio import SansIOBroker, decode
-from tests.rawclient import make
 
 JOIN_GROUP = 11
 NONE = 0

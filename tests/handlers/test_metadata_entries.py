@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from tests.handlers.sansio import SansIOBroker
-from tests.rawclient import make
 
 METADATA, FIND_COORDINATOR = 3, 10
 VERSIONS = list(range(14))

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from tests.handlers.sansio import SansIOBroker
-from tests.rawclient import make
 
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 NONE = 0

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from tests.handlers.sansio import SansIOBroker
-from tests.rawclient import make
 from tests.record_bytes import zigzag_varint
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22

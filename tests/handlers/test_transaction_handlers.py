@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import make
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
 from tests.handlers.sansio import SansIOBroker
-from tests.rawclient import make
 
 INIT, ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT = 22, 24, 25, 26, 28
 PRODUCE, FETCH, OFFSET_FETCH, DESCRIBE, LIST = 0, 1, 9, 65, 66

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.protocol.records import (
     TRANSACTIONAL_FLAG,
@@ -24,7 +25,6 @@ from minibroker.state import transaction_rules as rules
 from minibroker.state.transaction_rules import TxnState
 from tests.handlers.sansio import SansIOBroker
 from tests.handlers.test_fetch_limits import Want, fetch
-from tests.rawclient import make
 
 PRODUCE, FETCH, OFFSET_FETCH, API_VERSIONS, INIT = 0, 1, 9, 18, 22
 ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT, DESCRIBE = 24, 25, 26, 28, 65

@@ -11,11 +11,11 @@ import pytest
 import scramp
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import encode, make_request
 from minibroker.config import PLAINTEXT, SASL_PLAINTEXT, SASL_SSL, BrokerConfig
 from minibroker.dispatch import CloseConnection
 from minibroker.state.sessions import ANONYMOUS, Session
 from tests.handlers.sansio import SansIOBroker, decode
-from tests.rawclient import encode, make_request
 
 HANDSHAKE, AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "a,b=c": "odd-secret"}
