@@ -40,7 +40,7 @@ def broker_args(**settings: Any) -> list[str]:
     return args
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Have the kernel kill this process if the process that started it dies (Linux)."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -95,7 +95,7 @@ class ChildBroker:
             text=True,
             env=self.env,
             start_new_session=self.own_session,
-            preexec_fn=_die_with_parent if self.own_session else None,
+            preexec_fn=die_with_parent if self.own_session else None,
         )
         return self
 
