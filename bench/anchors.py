@@ -17,7 +17,6 @@ interpreter, kfake in a fresh Go program; Kafka cannot be embedded) and as a new
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import subprocess
@@ -26,36 +25,44 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.core import (
+from bench.gobench import binary as go_binary
+from bench.groups import HEARTBEAT_100, JOIN_PARTITIONS, first_assignment, join_one_more
+from bench.harness import (
     CONSUME_TUNED,
+    ROOT,
     Samples,
     ServerProcess,
+    bench_parser,
+    chosen_plan,
     client_version,
     fmt,
     latency,
-    load_average,
+    log,
     measure_memory,
     percentile,
+    run_heading,
     server,
     startup_ms,
+    timed,
     timed_consume,
     timed_produce,
     warm_up,
+    write_results,
 )
-from bench.gobench import binary as go_binary
-from bench.groups import HEARTBEAT_100, JOIN_PARTITIONS, first_assignment, join_one_more
 from bench.runner import KAFKA_HEAP, KAFKA_LINE, KAFKA_STOCK_REBALANCE_DELAY_MS, socket_metadata
+from harness.child_broker import ChildBroker
 from minibroker.testing import jvm
 from minibroker.testing.real_kafka import RealKafka, free_loopback_ports, unavailable_reason
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "ANCHORS_RESULTS.md"
 SIDES = ("minibroker", "kafka", "kfake")
 FIRST_PARTITIONS = 6
 PROCESS_START_TIMEOUT_S = 90.0
 
 
+# The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
 @dataclass(frozen=True)
 class Plan:
     runs: int
@@ -116,7 +123,7 @@ RATE_POINTS = (
 # --- start-up ---
 
 
-def _wait_for_metadata(bootstrap: str, process: subprocess.Popen[bytes], started: float) -> float:
+def _wait_for_metadata(bootstrap: str, process: subprocess.Popen[Any], started: float) -> float:
     """Milliseconds from `started` until a Metadata request on a fresh socket is answered."""
     while time.perf_counter() - started < PROCESS_START_TIMEOUT_S:
         if process.poll() is not None:
@@ -150,14 +157,14 @@ def process_start_ms(kind: str) -> float:
             process.stdin.close()
             process.wait(10)
     (port,) = free_loopback_ports(1)
-    command = [sys.executable, "-m", "minibroker", "--port", str(port), "--log-level", "ERROR"]
+    broker = ChildBroker(port=port, log_level="ERROR", cwd=ROOT)
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    broker.launch()
+    assert broker.process is not None
     try:
-        return _wait_for_metadata(f"127.0.0.1:{port}", process, started)
+        return _wait_for_metadata(f"127.0.0.1:{port}", broker.process, started)
     finally:
-        process.terminate()
-        process.wait(10)
+        broker.stop()
 
 
 def embedded_start_ms(kind: str) -> tuple[float, float] | None:
@@ -517,31 +524,19 @@ def java_version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.anchors",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = bench_parser(
+        "anchors", __doc__, "small sizes, one run (smoke)", "runs per side (default 3, quick 1)"
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, one run (smoke)")
-    parser.add_argument("--runs", type=int, help="runs per side (default 3, quick 1)")
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    if args.runs is not None:
-        plan = Plan(**{**plan.__dict__, "runs": max(1, args.runs)})
+    plan = chosen_plan(args.quick, FULL, QUICK, runs=args.runs)
     missing = unavailable_reason(KAFKA_LINE)
     if missing is not None:
         print(missing, file=sys.stderr)
         return 2
     go_binary()  # build it now, not inside a timed start
 
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-    load_before = load_average()
-    started = time.perf_counter()
-    samples = measure(plan, log)
-    elapsed = time.perf_counter() - started
-    load = (load_before, load_average())
+    run = timed(lambda: measure(plan, log))
+    samples = run.result
     lines = table(samples, plan)
     print("\n".join(lines))
     command = "python -m bench.anchors" + " --quick" * args.quick
@@ -549,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     text = [
         "# minibroker beside Apache Kafka and kfake",
         "",
-        f"`{command}`, {kind}, {time.strftime('%Y-%m-%d')}, {elapsed:.0f} s. Ratios are "
+        f"{run_heading(command, kind, run.elapsed)}. Ratios are "
         "minibroker / anchor (for rates higher is better, for times and memory lower is "
         "better).",
         "",
@@ -559,10 +554,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *cpu_table(samples),
         "",
-        *notes(samples, plan, load),
+        *notes(samples, plan, run.load),
     ]
-    RESULTS.write_text("\n".join(text) + "\n")
-    print(f"\nwritten to {RESULTS.relative_to(ROOT)} ({elapsed:.0f} s)")
+    write_results(RESULTS, "\n".join(text) + "\n", run.elapsed)
     return 0
 
 

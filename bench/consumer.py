@@ -25,7 +25,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.core import server
+from bench.harness import server
 from minibroker.consumer import Consumer
 
 ROOT = Path(__file__).resolve().parents[1]

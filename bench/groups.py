@@ -27,11 +27,8 @@ Measured:
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-import statistics
-import sys
 import threading
 import time
 import uuid
@@ -50,12 +47,21 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from bench.core import ServerProcess, server
+from bench import harness
+from bench.harness import (
+    ServerProcess,
+    bench_parser,
+    chosen_plan,
+    log,
+    run_heading,
+    server,
+    timed,
+    write_results,
+)
 from bench.runner import KAFKA_LINE
 from minibroker.testing import jvm
 from minibroker.testing.real_kafka import unavailable_reason
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "GROUPS_RESULTS.md"
 SIDES = ("minibroker", "mock")
 KAFKA_SIDES = ("minibroker", "kafka")
@@ -78,6 +84,7 @@ KAFKA_SETTINGS = {"group.consumer.min.heartbeat.interval.ms": str(LIKE_FOR_LIKE_
 LIBRDKAFKA_HEARTBEAT_MS = 3000  # librdkafka's default heartbeat.interval.ms
 
 
+# The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
 @dataclass(frozen=True)
 class Plan:
     runs: int
@@ -312,25 +319,9 @@ def join_one_more(
 
 
 @dataclass
-class Samples:
-    values: dict[str, dict[str, list[float | None]]] = field(default_factory=dict)
+class Samples(harness.Samples):
     intervals: dict[tuple[str, str], str] = field(default_factory=dict)  # (metric, side)
     kafka_missing: str | None = None  # why the rows beside Kafka were not measured
-
-    def add(self, metric: str, side: str, value: float | None) -> None:
-        self.values.setdefault(metric, {}).setdefault(side, []).append(value)
-
-    def median(self, metric: str, side: str) -> float | None:
-        found = self.values.get(metric, {}).get(side, [])
-        if not found or any(v is None for v in found):
-            return None
-        return statistics.median(v for v in found if v is not None)
-
-    def capped(self, metric: str, side: str) -> int:
-        return sum(1 for v in self.values.get(metric, {}).get(side, []) if v is None)
-
-    def count(self, metric: str, side: str) -> int:
-        return len(self.values.get(metric, {}).get(side, []))
 
 
 HEARTBEAT_100: dict[str, Any] = {"heartbeat.interval.ms": 100}
@@ -663,33 +654,20 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.groups",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = bench_parser(
+        "groups",
+        __doc__,
+        "3 runs, one run of the mock's 44 s join (smoke)",
+        "runs per side (default 5, quick 3)",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="3 runs, one run of the mock's 44 s join (smoke)"
-    )
-    parser.add_argument("--runs", type=int, help="runs per side (default 5, quick 3)")
     parser.add_argument(
         "--kafka-runs", type=int, help="runs per side beside Kafka 4.4.0 (default 3, quick 1)"
     )
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    if args.runs is not None:
-        plan = Plan(**{**plan.__dict__, "runs": max(1, args.runs)})
-    if args.kafka_runs is not None:
-        plan = Plan(**{**plan.__dict__, "kafka_runs": max(1, args.kafka_runs)})
+    plan = chosen_plan(args.quick, FULL, QUICK, runs=args.runs, kafka_runs=args.kafka_runs)
 
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-    load_before = f"{os.getloadavg()[0]:.1f}"
-    started = time.perf_counter()
-    samples = measure(plan, log)
-    elapsed = time.perf_counter() - started
-    load = (load_before, f"{os.getloadavg()[0]:.1f}")
+    run = timed(lambda: measure(plan, log))
+    samples = run.result
     beside_kafka = [
         f"Beside {KAFKA_NAME}: Kafka 4's consumer group protocol (group.protocol=consumer) "
         "and classic groups; ratios are minibroker / Kafka.",
@@ -698,24 +676,23 @@ def main(argv: list[str] | None = None) -> int:
     ]
     body = "\n".join([*table(samples, plan), "", *beside_kafka])
     print(body)
+    command = f"python -m bench.groups{' --quick' if args.quick else ''}"
     kind = "quick run" if args.quick else "full run"
     document = "\n".join(
         [
             "# Consumer-group benchmarks",
             "",
-            f"`python -m bench.groups{' --quick' if args.quick else ''}`, {kind}, "
-            f"{time.strftime('%Y-%m-%d')}, {elapsed:.0f} s. Times are lower-is-better; ratios "
+            f"{run_heading(command, kind, run.elapsed)}. Times are lower-is-better; ratios "
             f"are minibroker / mock, and minibroker / Kafka in the table beside {KAFKA_NAME}.",
             "",
             body,
             "",
-            *notes(samples, plan, load),
+            *notes(samples, plan, run.load),
             *kafka_notes(samples, plan),
             "",
         ]
     )
-    RESULTS.write_text(document)
-    print(f"\nwritten to {RESULTS.relative_to(ROOT)} ({elapsed:.0f} s)")
+    write_results(RESULTS, document, run.elapsed)
     return 0
 
 

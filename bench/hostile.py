@@ -21,14 +21,13 @@ bound is killed by a watchdog (the peak is then at least that figure).
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
-from bench.core import Samples, load_average
-from tests.hardening.attacks import SCENARIOS, Measurement, MiB, Scenario, measure
+from bench.harness import Samples, bench_parser, load_average, log
+from harness.attacks import Measurement, MiB, Scenario, measure
+from tests.hardening.attacks import SCENARIOS
 
 
 def run_all(
@@ -92,13 +91,9 @@ def notes(results: dict[str, list[Measurement]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.hostile",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = bench_parser(
+        "hostile", __doc__, "one run per attack", "runs per attack (default 3, quick 1)"
     )
-    parser.add_argument("--quick", action="store_true", help="one run per attack")
-    parser.add_argument("--runs", type=int, help="runs per attack (default 3, quick 1)")
     parser.add_argument(
         "--slow", action="store_true", help="include the default-settings lock-out (~40 s)"
     )
@@ -119,9 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not scenarios:
         parser.error("no attack matches")
-
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
     load_before = load_average()
     started = time.perf_counter()

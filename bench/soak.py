@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import math
 import multiprocessing
 import os
 import platform
 import queue
-import select
 import shutil
 import signal
 import struct
@@ -58,7 +56,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.harness import ROOT, log, percentile, write_results
+from harness.child_broker import ChildBroker, cpu_seconds, die_with_parent, status_kib
+
 RESULTS = Path(__file__).resolve().parent / "SOAK_RESULTS.md"
 QUIET = {"log_level": 3}
 CLIENTS_PER_WORKER = 25
@@ -70,14 +70,6 @@ SETTLE_QUIET_S = 1.0
 REBALANCE_GAP_S = 5.0  # revocations closer than this count as one rebalance
 TICK_S = 0.5
 FLUSH_S = 60.0
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Have the kernel kill this process if the process that started it dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 # --- the broker ---
@@ -95,98 +87,6 @@ def broker_flags() -> str:
     ).stdout
 
 
-class BrokerProcess:
-    """`python -m minibroker` in a child process of its own session (Ctrl-C reaches only
-    this program, which then stops it), its log in `log_path`."""
-
-    def __init__(self, args: list[str], log_path: Path) -> None:
-        self.command = [sys.executable, "-m", "minibroker", *args]
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            self.command,
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-        self.pid = self.process.pid
-        self.bootstrap = self._await_address()
-
-    def _await_address(self) -> str:
-        stdout = self.process.stdout
-        assert stdout is not None
-        deadline = time.monotonic() + BROKER_START_S
-        line = b""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([stdout], [], [], 0.2)
-            if ready:
-                chunk = os.read(stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                line += chunk
-                for text in line.decode(errors="replace").splitlines():
-                    if text.startswith("minibroker listening, bootstrap.servers="):
-                        return text.split("=", 1)[1].strip()
-            elif self.process.poll() is not None:
-                break
-        raise RuntimeError(
-            f"the broker did not start (exit code {self.process.poll()}): {self.log_tail()}"
-        )
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log_tail(self, lines: int = 20) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-    def log_lines(self) -> list[str]:
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace").splitlines()
-        return []
-
-    def stop(self) -> int | None:
-        """SIGTERM (the broker stops cleanly), SIGKILL after 15 s; the exit code."""
-        code: int | None = None
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.terminate()
-            try:
-                code = self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        else:
-            code = self.process.returncode
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._log.close()
-        return code
-
-
-def memory_kb(pid: int) -> int:
-    """VmRSS of a process in KiB."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
 def process_cpu(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
@@ -198,6 +98,7 @@ def process_cpu(pids: list[int]) -> float:
 # --- the workers (child processes) ---
 
 
+# What each worker process is told (not a run size chosen by --quick, as elsewhere).
 @dataclass(frozen=True)
 class Plan:
     bootstrap: str
@@ -396,7 +297,7 @@ def worker(
     consume_stop: EventType,
 ) -> None:
     """One worker process: its producers or consumers, reporting to `events`."""
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     try:
         _work(wid, plan, roles, events, produce_go, produce_stop, consume_stop)
@@ -557,7 +458,7 @@ class Soak:
         self.producers = args.clients // 2
         self.consumers = args.clients - self.producers
         self.outcome = Outcome()
-        self.broker: BrokerProcess | None = None
+        self.broker: ChildBroker | None = None
         self.processes: list[Any] = []
         self.tempdir: str | None = None
         context = multiprocessing.get_context("spawn")
@@ -584,24 +485,21 @@ class Soak:
     def start_broker(self) -> None:
         args = self.args
         self.tempdir = tempfile.mkdtemp(prefix="minibroker-soak-")
-        flags = [
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--topic",
-            f"{args.topic}:{args.partitions}",
-            "--log-level",
-            "WARNING",
-        ]
+        settings: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "topics": [f"{args.topic}:{args.partitions}"],
+        }
         if args.durable:
             data = Path(self.tempdir) / "data"
             data.mkdir()
-            flags += ["--data-dir", str(data)]
+            settings["data_dir"] = data
             if args.log_flush:
-                flags += ["--log-flush", args.log_flush]
-        self.broker = BrokerProcess(flags, Path(self.tempdir) / "broker.log")
-        self.log(f"broker pid {self.broker.pid} at {self.broker.bootstrap}: {' '.join(flags)}")
+                settings["log_flush"] = args.log_flush
+        self.broker = ChildBroker(
+            cwd=ROOT, stderr=Path(self.tempdir) / "broker.log", own_session=True, **settings
+        ).start(timeout=BROKER_START_S)
+        flags = " ".join(self.broker.args[3:])
+        self.log(f"broker pid {self.broker.pid} at {self.broker.bootstrap}: {flags}")
 
     def start_workers(self) -> None:
         assert self.broker is not None
@@ -669,7 +567,7 @@ class Soak:
                 process.kill()
                 process.join(5)
         if self.broker is not None:
-            self.outcome.broker_exit = self.broker.stop()
+            self.outcome.broker_exit = self.broker.stop(grace=15)
         with contextlib.suppress(Exception):
             self.events.close()
             self.events.join_thread()
@@ -748,7 +646,7 @@ class Soak:
         sample = Sample(
             t=now - self.produce_started if self.produce_started else 0.0,
             phase=self.phase,
-            rss_kb=memory_kb(self.broker.pid),
+            rss_kb=status_kib(self.broker.pid, "VmRSS"),
             broker_cpu=cpu_seconds(self.broker.pid),
             client_cpu=process_cpu(pids),
             acked=acked,
@@ -968,10 +866,8 @@ def _bursts(stamps: list[float], gap: float) -> int:
 # --- report ---
 
 
-def percentile(ordered: list[float], fraction: float) -> float | None:
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+def _percentile(values: list[float], fraction: float) -> float | None:
+    return percentile(values, fraction) if values else None
 
 
 def _ms(seconds: float | None) -> str:
@@ -1004,14 +900,14 @@ def table(args: argparse.Namespace, out: Outcome) -> list[str]:
         f"{args.duration:.0f} s | {out.acked:,} acknowledged, {out.acked / produce_s:,.0f} "
         f"records/s; {out.produce_errors:,} delivery errors |",
         f"| produce latency, produce() to acknowledgement, p50 / p99 / max | "
-        f"{_ms(percentile(out.produce_latency, 0.5))} / "
-        f"{_ms(percentile(out.produce_latency, 0.99))} / "
+        f"{_ms(_percentile(out.produce_latency, 0.5))} / "
+        f"{_ms(_percentile(out.produce_latency, 0.99))} / "
         f"{_ms(out.produce_latency[-1] if out.produce_latency else None)} |",
         f"| consume, all groups together | {sum(out.consumed):,} records, "
         f"{sum(out.consumed) / produce_s:,.0f} records/s over the produce time "
         f"(+{out.drain_s or 0:.1f} s to reach the end offsets) |",
         f"| end-to-end latency, produce() to the consumer, p50 / p99 / max | "
-        f"{_ms(percentile(out.e2e_latency, 0.5))} / {_ms(percentile(out.e2e_latency, 0.99))}"
+        f"{_ms(_percentile(out.e2e_latency, 0.5))} / {_ms(_percentile(out.e2e_latency, 0.99))}"
         f" / {_ms(out.e2e_latency[-1] if out.e2e_latency else None)} |",
     ]
     for group in range(len(out.missing)):
@@ -1225,9 +1121,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
 
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
     if args.durable and "--data-dir" not in broker_flags():
         print(
             "bench.soak: this minibroker has no --data-dir; run with --no-durable",
@@ -1260,8 +1153,7 @@ def main(argv: list[str] | None = None) -> int:
     if out.problems:
         print("\n".join(out.problems))
     if not args.no_write:
-        RESULTS.write_text(document(argv, args, out, load))
-        print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
+        write_results(RESULTS, document(argv, args, out, load))
     if out.failed():
         print("bench.soak: FAILED: records missing or read twice", file=sys.stderr)
         return 1

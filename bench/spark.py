@@ -28,54 +28,20 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.harness import server, write_results
+from harness.child_broker import cpu_seconds
+
 RESULTS = Path(__file__).resolve().parent / "SPARK_RESULTS.md"
 VALUE = b"v" * 100
 PARTITIONS = 4
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def broker_process() -> Iterator[tuple[str, Callable[[str, int], None], int]]:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "bench.runner", "serve", "minibroker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert child.stdin is not None and child.stdout is not None
-    ready = child.stdout.readline().split()
-    assert ready and ready[0] == "READY", ready
-
-    def create(name: str, partitions: int) -> None:
-        assert child.stdin is not None and child.stdout is not None
-        child.stdin.write(f"topic {name} {partitions}\n")
-        child.stdin.flush()
-        assert child.stdout.readline().strip() == "OK"
-
-    try:
-        yield ready[1], create, child.pid
-    finally:
-        child.stdin.write("quit\n")
-        child.stdin.flush()
-        child.wait(30)
 
 
 def produce(bootstrap: str, topic: str, count: int) -> float:
@@ -287,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     print(connector.described)
 
     rows: list[tuple[str, str]] = []
-    with broker_process() as (bootstrap, create_topic, broker_pid):
+    with server("minibroker") as broker:
+        bootstrap, create_topic, broker_pid = broker.bootstrap, broker.create_topic, broker.pid
         create_topic("big", PARTITIONS)
         create_topic("small", PARTITIONS)
         create_topic("empty", PARTITIONS)
@@ -417,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)
     if not args.no_write:
-        RESULTS.write_text(text)
+        write_results(RESULTS, text)
     return 0
 
 

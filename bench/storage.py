@@ -13,11 +13,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -29,14 +26,14 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.core import consume, produce
+from bench.harness import ROOT, consume, log, produce, write_results
+from harness.child_broker import ChildBroker
 
-ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "STORAGE_RESULTS.md"
-READY = re.compile(r"listening, bootstrap\.servers=(\S+)")
 SIDES = ("in memory", "os", "interval", "write")
 
 
+# The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
 @dataclass
 class Plan:
     messages: int = 1_000_000
@@ -53,22 +50,14 @@ class Plan:
 @contextlib.contextmanager
 def broker(data_dir: Path | None, flush: str) -> Iterator[tuple[str, float]]:
     """A broker child process: (bootstrap servers, seconds from launch to listening)."""
-    args = [sys.executable, "-m", "minibroker", "--port", "0", "--log-level", "WARNING"]
-    if data_dir is not None:
-        args += ["--data-dir", str(data_dir), "--log-flush", flush]
+    settings = {} if data_dir is None else {"data_dir": data_dir, "log_flush": flush}
+    child = ChildBroker(stderr="inherit", **settings)
     started = time.perf_counter()
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            found = READY.search(line)
-            if found:
-                yield found.group(1), time.perf_counter() - started
-                return
-        raise RuntimeError("the broker did not start")
+        child.start(timeout=300)
+        yield child.bootstrap, time.perf_counter() - started
     finally:
-        process.terminate()
-        process.wait(30)
+        child.stop(grace=30)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -222,9 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = Plan.quick() if args.quick else Plan()
 
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
     samples = measure(plan, log)
     lines = [
         "# Data directory benchmark",
@@ -247,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if not args.quick:
-        RESULTS.write_text(text)
-        print(f"written to {RESULTS.relative_to(ROOT)}")
+        write_results(RESULTS, text)
     return 0
 
 

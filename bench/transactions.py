@@ -20,7 +20,6 @@ that round's figures and named in the notes, with the error.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import platform
@@ -42,23 +41,28 @@ from confluent_kafka import (
 )
 
 from bench.anchors import java_version
-from bench.core import (
+from bench.harness import (
     CONSUME_TUNED,
     QUIET,
+    ROOT,
     Samples,
     ServerProcess,
+    bench_parser,
+    chosen_plan,
     client_version,
     fmt,
-    load_average,
+    log,
     percentile,
+    run_heading,
     server,
     stored_range,
+    timed,
+    write_results,
 )
 from bench.runner import KAFKA_HEAP, KAFKA_LINE
 from minibroker.testing import jvm
 from minibroker.testing.real_kafka import unavailable_reason
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "TRANSACTIONS_RESULTS.md"
 SIDES = ("minibroker", "mock", "kafka")
 VALUE_SIZE = 100
@@ -67,6 +71,7 @@ TXN_TIMEOUT_S = 20.0  # for init_transactions and commit_transaction
 WARM_UP_TRANSACTIONS = 2
 
 
+# The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
 @dataclass(frozen=True)
 class Plan:
     runs: int
@@ -210,7 +215,7 @@ def read_back(
             and len(ended) < partitions
             and time.perf_counter() - started < cap_s
         ):
-            # ask for no more than is missing (see bench.core.consume)
+            # ask for no more than is missing (see bench.harness.consume)
             batch = consumer.consume(min(10_000, expected - received), 0.5)
             batches.append(batch)
             for message in batch:
@@ -430,7 +435,7 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         f"first runs {WARM_UP_TRANSACTIONS} untimed transactions with another "
         "transactional id into another topic and reads them back (a real Kafka creates "
         "`__transaction_state` then; that first `init_transactions()` is its own row).",
-        "- Consumers: `assign()` from the beginning, `fetch.queue.backoff.ms=10` (as bench.core "
+        "- Consumers: `assign()` from the beginning, `fetch.queue.backoff.ms=10` (as bench.micro "
         "and bench.anchors), auto-commit off; every value carries its record's number and "
         "each read is checked for all of them, once each. read_uncommitted reads the same "
         f"topic right after (control records are not delivered to the application either "
@@ -487,42 +492,32 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.transactions",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = bench_parser(
+        "transactions",
+        __doc__,
+        "20,000 records, one round (smoke check)",
+        "rounds (default 5, quick 1)",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="20,000 records, one round (smoke check)"
-    )
-    parser.add_argument("--runs", type=int, help="rounds (default 5, quick 1)")
     parser.add_argument("--records", type=int, help="records produced (default 200,000)")
     parser.add_argument(
         "--per-transaction", type=int, help="records between two commits (default 1,000)"
     )
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    changes: dict[str, int] = {}
-    if args.runs is not None:
-        changes["runs"] = max(1, args.runs)
-    if args.records is not None:
-        changes["records"] = max(1, args.records)
-    if args.per_transaction is not None:
-        changes["per_transaction"] = max(1, args.per_transaction)
-    plan = Plan(**{**plan.__dict__, **changes})
+    plan = chosen_plan(
+        args.quick,
+        FULL,
+        QUICK,
+        runs=args.runs,
+        records=args.records,
+        per_transaction=args.per_transaction,
+    )
     missing = unavailable_reason(KAFKA_LINE)
     if missing is not None:
         print(missing, file=sys.stderr)
         return 2
 
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-    load_before = load_average()
-    started = time.perf_counter()
-    samples = measure(plan, log)
-    elapsed = time.perf_counter() - started
-    load = (load_before, load_average())
+    run = timed(lambda: measure(plan, log))
+    samples = run.result
     lines = table(samples, plan)
     print("\n".join(lines))
     for text in samples.notes:
@@ -532,19 +527,18 @@ def main(argv: list[str] | None = None) -> int:
     document = [
         "# Transactions: minibroker beside the librdkafka mock and Apache Kafka",
         "",
-        f"`{command}`, {kind}, {time.strftime('%Y-%m-%d')}, {elapsed:.0f} s. Ratios are "
+        f"{run_heading(command, kind, run.elapsed)}. Ratios are "
         "minibroker / anchor (for rates higher is better, for times and CPU lower is "
         "better).",
         "",
         *lines,
         "",
-        *notes(samples, plan, load),
+        *notes(samples, plan, run.load),
     ]
     if args.quick:  # a smoke check: the recorded results stay the full run's
-        print(f"\nquick run, {elapsed:.0f} s: {RESULTS.relative_to(ROOT)} left as it was")
+        print(f"\nquick run, {run.elapsed:.0f} s: {RESULTS.relative_to(ROOT)} left as it was")
         return 0
-    RESULTS.write_text("\n".join(document) + "\n")
-    print(f"\nwritten to {RESULTS.relative_to(ROOT)} ({elapsed:.0f} s)")
+    write_results(RESULTS, "\n".join(document) + "\n", run.elapsed)
     return 0
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from harness.raw_client import encode, make_request
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import Dispatcher, PendingReply
 from minibroker.protocol import messages
 from minibroker.state.clock import FakeClock
 from minibroker.state.cluster import ClusterState, Node
-from tests.rawclient import encode, make_request
 
 
 class SansIOBroker:

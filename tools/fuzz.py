@@ -4,7 +4,7 @@ Captures a corpus from real clients (or loads one saved with --save-corpus), the
 mutated frames to `python -m minibroker` in a child process and prints progress and a
 summary line. Exit status 1 if the broker died, hung or lost data, 2 if it only logged
 ERRORs (each reported with a frame that reproduces it).
-The engine is tests/hardening/fuzzing.py; the CI test runs the same with fewer mutations.
+The engine is harness/fuzz/; the CI test runs the same with fewer mutations.
 
 To show a failure on code without a fix, point the child at another copy of the package:
     git archive HEAD minibroker | tar -x -C /tmp/head
@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.hardening import fuzzing  # noqa: E402
+from harness.fuzz.campaign import BROKER_SOURCE_ENV, CampaignResult  # noqa: E402
+from harness.fuzz.corpus import Corpus, capture_corpus  # noqa: E402
+from harness.fuzz.run import fuzz  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,19 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress(result: fuzzing.CampaignResult) -> None:
+def _progress(result: CampaignResult) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {result.line()}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.broker_source is not None:
-        os.environ[fuzzing.BROKER_SOURCE_ENV] = str(args.broker_source.resolve())
+        os.environ[BROKER_SOURCE_ENV] = str(args.broker_source.resolve())
     started = time.monotonic()
     if args.corpus is not None:
-        corpus = fuzzing.Corpus.load(args.corpus)
+        corpus = Corpus.load(args.corpus)
     else:
-        corpus = fuzzing.capture_corpus()
+        corpus = capture_corpus()
         print(f"captured in {time.monotonic() - started:.1f} s", flush=True)
     if args.save_corpus is not None:
         corpus.dump(args.save_corpus)
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     for error in corpus.errors:
         print(f"capture step failed: {error}", flush=True)
     report = asyncio.run(
-        fuzzing.fuzz(
+        fuzz(
             corpus,
             args.seed,
             args.mutations,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker, Cluster
 from minibroker.testing.plugin import ClusterFactory
-from tests.rawclient import RawClient, make
 
 METADATA, PRODUCE = 3, 0
 NOT_LEADER_OR_FOLLOWER = 6

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
+from harness.raw_client import RawClient
+from harness.raw_client import make as entity
 from minibroker import Cluster
 from minibroker.protocol import messages, records
 from tests.groups.conftest import (
@@ -28,8 +30,6 @@ from tests.groups.conftest import (
     unique,
     wait_until,
 )
-from tests.rawclient import RawClient
-from tests.rawclient import make as entity
 
 NODES = 3
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default

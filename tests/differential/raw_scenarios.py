@@ -1,6 +1,6 @@
 """Raw-request scenarios for the differential run: Kafka 4's consumer group protocol
 (KIP-848), ConsumerGroupHeartbeat (key 68, v0-1) and ConsumerGroupDescribe (key 69,
-v0-1), sent request by request on one connection (tests/rawclient.py), so each broker
+v0-1), sent request by request on one connection (harness/raw_client.py), so each broker
 gets the same requests in the same order. Only what a step asks depends on an earlier
 answer (the member epoch, the partitions a member owns), as a client's would.
 
@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
+from harness.raw_client import RawClient, make
 from minibroker.protocol.recording import plain
 from tests.differential.harness import SETTLING, error_codes
 from tests.differential.scenarios import TIMEOUT, create
-from tests.rawclient import RawClient, make
 
 SCRIPTED_CLIENT = "diff-raw"  # the client id of the scripted connection
 SETUP_CLIENT = "diff-raw-setup"

@@ -7,6 +7,7 @@ from typing import NoReturn
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import make, make_request
 from minibroker.config import BrokerConfig
 from minibroker.handlers import list_groups, offset_commit, offset_fetch
 from minibroker.handlers.registry import RequestContext
@@ -24,7 +25,6 @@ from minibroker.state.groups import (
     parse_subscription,
     partition_for,
 )
-from tests.rawclient import make, make_request
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.raw_client import RawClient, make
 from minibroker.testing.backends import KafkaService
 from tests.groups.conftest import skip_before_kafka_4, unique
-from tests.rawclient import RawClient, make
 
 FIND_COORDINATOR, CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH = 10, 68, 8, 9
 NONE, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH = 0, 25, 35, 113

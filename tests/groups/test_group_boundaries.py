@@ -2,7 +2,7 @@
 on at each edge of the group protocol, and that a refused request leaves the group (its
 state, members, generation and committed offsets) as it was.
 
-Every test speaks raw requests (tests.rawclient) to a fresh broker. The expected answers
+Every test speaks raw requests (harness.raw_client) to a fresh broker. The expected answers
 are those of Kafka's group coordinator (the classic protocol of Kafka 3.x and 4.x);
 where minibroker answers differently, the test states Kafka's answer and is marked
 xfail(strict=True), so a fix shows up as an unexpected pass.
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, make_request
 from minibroker import Broker
-from tests.rawclient import RawClient, make, make_request
 
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47

@@ -20,10 +20,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from harness.raw_client import RawClient
 from minibroker import Broker
 from minibroker.testing.backends import KafkaService
 from tests.groups.conftest import SETTLE_TIMEOUT, skip_before_kafka_4, unique, wait_until
-from tests.rawclient import RawClient
 
 CONSUMER_GROUP_HEARTBEAT = 68
 UNKNOWN_MEMBER_ID = 25

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.dispatch import PendingReply
-from tests.rawclient import make
 from tests.sansio import SansIOBroker, decode
 
 JOIN_GROUP = 11

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, make_request
 from minibroker import Broker
 from minibroker.testing.backends import KafkaService
 from tests.groups.conftest import KAFKA_MIN_SESSION_MS, unique
-from tests.rawclient import RawClient, make, make_request
 
 JOIN_GROUP = 11
 NONE, INVALID_SESSION_TIMEOUT = 0, 26

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.raw_client import RawClient
 from minibroker import Broker
 from tests.groups.test_group_boundaries import (
     GROUP_ID_NOT_FOUND,
@@ -25,7 +26,6 @@ from tests.groups.test_group_boundaries import (
     sync,
     topic,
 )
-from tests.rawclient import RawClient
 
 # Offsets are committed only for partitions that exist.
 pytestmark = pytest.mark.usefixtures("topic")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.rawclient import make
+from harness.raw_client import make
 from tests.sansio import SansIOBroker
 
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9

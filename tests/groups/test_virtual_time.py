@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient
 from minibroker import Broker
 from tests.groups.conftest import (
     SETTLE_TIMEOUT,
@@ -25,7 +26,6 @@ from tests.groups.conftest import (
     wait_until,
 )
 from tests.groups.test_group_boundaries import heartbeat, join_new, subscription, sync
-from tests.rawclient import RawClient
 
 PARTITIONS = 2
 LONG_SESSION_MS = 60_000

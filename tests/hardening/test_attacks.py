@@ -21,7 +21,7 @@ when either ratio meets it: with other test runs on the same 2 cores (load 4-7) 
 wall rate of half-second windows varied by 21% (coefficient of variation), the per-CPU
 rate by 7%, while an attack that stalls or taxes the broker drags both down. A test
 whose only miss is a rate ratio is measured once more before it fails (except the slow
-one). The watchdog in attacks.py kills a broker whose RSS runs far past the bound, so a
+one). The watchdog in harness/attacks.py kills a broker whose RSS runs far past the bound, so a
 regression fails in seconds instead of eating the machine's memory.
 
 The test of the default settings (1,100 half-frame connections, a new client served
@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hardening.attacks import (
-    CODECS,
-    HUGE_LENGTH_FRAMES,
+from harness.attacks import (
     TEST_AFTER_RATIO,
     TEST_DURING_RATIO,
     Measurement,
     measure,
     raise_fd_limit,
-    scenario,
 )
+from tests.hardening.attacks import CODECS, HUGE_LENGTH_FRAMES, scenario
 
 raise_fd_limit(8192)  # the lock-out tests hold 1,100 sockets here and in the child
 

@@ -17,17 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.hardening.fuzzing import (
-    PRODUCE,
-    Corpus,
-    Mutator,
-    capture_corpus,
-    env_int,
-    find_length_fields,
-    fuzz,
-    head_of,
-    is_flexible,
-)
+from harness.fuzz.corpus import Corpus, capture_corpus
+from harness.fuzz.mutation import PRODUCE, Mutator, find_length_fields, head_of, is_flexible
+from harness.fuzz.run import env_int, fuzz
 
 pytestmark = [
     pytest.mark.fuzz,

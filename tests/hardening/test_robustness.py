@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
+from harness.raw_client import RawClient, encode, make, make_request, parse_host_port, request_class
 from minibroker import Broker, BrokerConfig
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import messages, records
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from tests.rawclient import RawClient, encode, make, make_request, parse_host_port, request_class
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION = 2, 10, 3

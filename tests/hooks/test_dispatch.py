@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import RawClient, encode, make, make_request
 from minibroker import Broker
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import CloseConnection, Dispatcher, SteppedReply
@@ -18,7 +19,6 @@ from minibroker.handlers import registry
 from minibroker.handlers.registry import RequestContext
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState, Node
-from tests.rawclient import RawClient, encode, make, make_request
 
 METADATA = 3
 

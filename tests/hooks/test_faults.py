@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker, Faults
 from minibroker.faults import TOP_LEVEL_ERROR_APIS, blank, error_response
 from minibroker.handlers.registry import HANDLERS
@@ -26,7 +27,6 @@ from minibroker.protocol.messages import (
 )
 from minibroker.testing.plugin import TopicFactory
 from tests.produce_fetch.test_fetch_limits import Want, fetch
-from tests.rawclient import RawClient, make
 
 PRODUCE, FETCH, METADATA, HEARTBEAT, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 3, 12, 10, 16
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19

@@ -21,13 +21,13 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import encode, make_request
 from minibroker import Broker, Cluster
 from minibroker.protocol import messages, recording
 from minibroker.protocol.recording import Conversation
 from minibroker.proxy import RecordingProxy, parse_address
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.waiting import wait_for
-from tests.rawclient import encode, make_request
 
 ROOT = Path(__file__).resolve().parents[2]
 METADATA, FIND_COORDINATOR, PRODUCE, FETCH, API_VERSIONS = 3, 10, 0, 1, 18

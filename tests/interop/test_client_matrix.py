@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient
 from minibroker import Broker
 from minibroker.handlers.registry import HANDLERS
 from minibroker.protocol.kafka_releases import RELEASES
@@ -40,7 +41,6 @@ from minibroker.testing import jvm
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.waiting import wait_for
 from tests.interop.conftest import java_partition, murmur2
-from tests.rawclient import RawClient
 
 HERE = Path(__file__).parent
 MESSAGES = 30

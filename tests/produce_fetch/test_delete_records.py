@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.plugin import TopicFactory
 from tests.produce_fetch.test_fetch_limits import Want, fetch, partitions_of
 from tests.produce_fetch.test_list_offsets import BASE_TIMESTAMP_MS, lookup, produce
-from tests.rawclient import RawClient, make
 
 OFFSET_COMMIT, DELETE_RECORDS = 8, 21
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION = 0, 1, 3

@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, produce_batch
 from minibroker import Broker
 from minibroker.cluster import Cluster, host_port
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from minibroker.testing.plugin import ClusterFactory, TopicFactory
-from tests.rawclient import RawClient, make, produce_batch
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 

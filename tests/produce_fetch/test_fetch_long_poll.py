@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make, produce_batch
 from minibroker.dispatch import PendingReply
 from minibroker.protocol import records
 from minibroker.state.log import PartitionLog
-from tests.rawclient import make, produce_batch
 from tests.sansio import SansIOBroker, decode
 
 PRODUCE, FETCH = 0, 1

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, produce_batch
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.plugin import ClusterFactory, TopicFactory
 from tests.produce_fetch.test_fetch_limits import node_address
-from tests.rawclient import RawClient, make, produce_batch
 
 OFFSET_FOR_LEADER_EPOCH, ELECT_LEADERS = 23, 43
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 3, 6

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, produce_batch
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.plugin import TopicFactory
-from tests.rawclient import RawClient, make, produce_batch
 
 LIST_OFFSETS = 2
 NONE = 0

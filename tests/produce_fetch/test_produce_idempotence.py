@@ -19,11 +19,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from minibroker.testing.plugin import TopicFactory
-from tests.rawclient import RawClient, make
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
-from tests.rawclient import make
 from tests.record_bytes import zigzag_varint
 from tests.sansio import SansIOBroker
 

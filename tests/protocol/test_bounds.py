@@ -24,11 +24,11 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
 from kio.static.primitive import Records, i64Timedelta
 
+from harness.child_broker import child_broker
+from harness.raw_client import RawClient, encode, make, make_request
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import bounds, legacy, messages, records
 from minibroker.protocol.messages import InvalidRequest, RequestHeader
-from tests.childbroker import child_broker
-from tests.rawclient import RawClient, encode, make, make_request
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 DESCRIBE_TOPIC_PARTITIONS = 75

@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import encode, make, make_request
 from minibroker.config import BrokerConfig
 from minibroker.dispatch import Dispatcher
 from minibroker.handlers import list_offsets
@@ -45,7 +46,6 @@ from minibroker.protocol.records import (
 )
 from minibroker.state.cluster import ClusterState, Node
 from minibroker.state.log import MemoryLog
-from tests.rawclient import encode, make, make_request
 from tests.record_bytes import zigzag_varint
 
 optional_bytes = st.none() | st.binary(max_size=64)

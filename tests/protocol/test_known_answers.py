@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from kio.static.primitive import Records
 
+from harness.raw_client import make, make_request
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import bounds, legacy, messages, records
 from minibroker.protocol.messages import InvalidRequest, RequestHeader
 from minibroker.protocol.records import Record
-from tests.rawclient import make, make_request
 
 # --- CRC32C -------------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import encode, make_request
 from minibroker.protocol import messages
 from minibroker.protocol.messages import InvalidRequest
-from tests.rawclient import encode, make_request
 
 FETCH, METADATA, FIND_COORDINATOR = 1, 3, 10
 

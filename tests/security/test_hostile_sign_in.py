@@ -15,9 +15,9 @@ import pytest
 import scramp
 from kio.schema.errors import ErrorCode
 
+from harness.child_broker import ChildBroker, child_broker
+from harness.raw_client import RawClient, parse_host_port
 from minibroker.testing.tls import TlsFiles
-from tests.childbroker import ChildBroker, child_broker
-from tests.rawclient import RawClient, parse_host_port
 
 HANDSHAKE, AUTHENTICATE, METADATA = 17, 36, 3
 PASSWORD = "alice-secret"
@@ -159,7 +159,7 @@ def test_bytes_that_are_not_tls_on_the_ssl_port_close_only_that_connection(
 
 
 def _metadata() -> object:
-    from tests.rawclient import make_request
+    from harness.raw_client import make_request
 
     return make_request(
         METADATA,

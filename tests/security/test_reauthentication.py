@@ -9,8 +9,8 @@ import confluent_kafka
 import scramp
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import RawClient, make_request
 from minibroker import Broker
-from tests.rawclient import RawClient, make_request
 
 HANDSHAKE, AUTHENTICATE, METADATA = 17, 36, 3
 LIFETIME_MS = 1500

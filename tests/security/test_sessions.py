@@ -11,10 +11,10 @@ import pytest
 import scramp
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import encode, make_request
 from minibroker.config import PLAINTEXT, SASL_PLAINTEXT, SASL_SSL, BrokerConfig
 from minibroker.dispatch import CloseConnection
 from minibroker.state.sessions import ANONYMOUS, Session
-from tests.rawclient import encode, make_request
 from tests.sansio import SansIOBroker, decode
 
 HANDSHAKE, AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3

@@ -20,9 +20,9 @@ import confluent_kafka
 import pytest
 
 import minibroker
+from harness.raw_client import RawClient, encode, make, make_request, parse_host_port
 from minibroker import Broker, BrokerConfig, TopicError
 from minibroker.state.topics import INVALID_CONFIG, TOPIC_ALREADY_EXISTS
-from tests.rawclient import RawClient, encode, make, make_request, parse_host_port
 
 METADATA, API_VERSIONS = 3, 18
 

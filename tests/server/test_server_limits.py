@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import RawClient, encode, make, make_request, parse_host_port
 from minibroker import Broker
 from minibroker.protocol import messages, records
 from minibroker.state.log import PartitionLog
-from tests.rawclient import RawClient, encode, make, make_request, parse_host_port
 
 PRODUCE, FETCH, METADATA, CREATE_TOPICS, CREATE_PARTITIONS = 0, 1, 3, 19, 37
 

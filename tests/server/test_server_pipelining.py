@@ -12,9 +12,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import RawClient, encode, make, make_request
 from minibroker import Broker
 from minibroker.protocol import records
-from tests.rawclient import RawClient, encode, make, make_request
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 

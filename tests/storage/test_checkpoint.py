@@ -12,8 +12,8 @@ import confluent_kafka
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.child_broker import ChildBroker
 from minibroker import Broker
-from tests.childbroker import ChildBroker
 from tests.storage.reading import read_all
 
 TIMEOUT = 20.0

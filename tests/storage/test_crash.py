@@ -13,7 +13,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka import TopicPartition
 
-from tests.childbroker import ChildBroker
+from harness.child_broker import ChildBroker
 from tests.storage.reading import read_all
 
 TIMEOUT = 30.0

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, produce_batch
 from minibroker import Broker
 from minibroker.cluster import host_port
 from minibroker.protocol import records
 from minibroker.testing.plugin import ClusterFactory, TopicFactory, unique_topic_name
 from tests.produce_fetch.test_produce_idempotence import NOW_MS, Producer, batch, init_producer
 from tests.produce_fetch.test_produce_idempotence import produce as produce_idempotent
-from tests.rawclient import RawClient, make, produce_batch
 
 METADATA, DELETE_RECORDS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 3, 21, 35, 61
 DESCRIBE_TOPIC_PARTITIONS = 75

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
 from minibroker.testing.plugin import TopicFactory
-from tests.rawclient import RawClient, make
 
 PRODUCE, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 0, 32, 33, 44
 INCREMENTAL_VERSIONS = [0, 1]

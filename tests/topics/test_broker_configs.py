@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import ClusterFactory, TopicFactory
 from minibroker.testing.waiting import wait_for
-from tests.rawclient import RawClient, make
 from tests.topics.test_alter_configs import (
     APPEND,
     BROKER,

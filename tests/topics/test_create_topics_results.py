@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.state.topics import SET, TOPIC_CONFIG_DEFAULTS
-from tests.rawclient import make
 from tests.sansio import SansIOBroker
 
 CREATE_TOPICS = 19

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
-from tests.rawclient import make
 from tests.sansio import SansIOBroker
 
 METADATA, FIND_COORDINATOR = 3, 10

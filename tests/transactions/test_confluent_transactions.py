@@ -41,11 +41,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from kio.serial.errors import OutOfBoundValue
 
+from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.clients import ClientConfigs
 from minibroker.testing.waiting import wait_for
-from tests.rawclient import RawClient, make
 
 OFFSET_FETCH, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 9, 65, 66
 NONE, UNSTABLE_OFFSET_COMMIT, TRANSACTIONAL_ID_NOT_FOUND = 0, 88, 105

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import make
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
-from tests.rawclient import make
 from tests.sansio import SansIOBroker
 
 INIT, ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT = 22, 24, 25, 26, 28

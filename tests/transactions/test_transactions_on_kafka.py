@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import RawClient, make
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import TopicFactory
 from tests.produce_fetch.test_fetch_limits import Want, fetch
-from tests.rawclient import RawClient, make
 
 FIND_COORDINATOR, INIT, ADD_PARTITIONS, END, PRODUCE = 10, 22, 24, 26, 0
 LIST_OFFSETS, FETCH, DESCRIBE = 2, 1, 65

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.protocol.records import (
     TRANSACTIONAL_FLAG,
@@ -23,7 +24,6 @@ from minibroker.protocol.records import (
 from minibroker.state import transaction_rules as rules
 from minibroker.state.transaction_rules import TxnState
 from tests.produce_fetch.test_fetch_limits import Want, fetch
-from tests.rawclient import make
 from tests.sansio import SansIOBroker
 
 PRODUCE, FETCH, OFFSET_FETCH, API_VERSIONS, INIT = 0, 1, 9, 18, 22

@@ -18,6 +18,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
+from harness.raw_client import RawClient, encode, make_request, parse_host_port, request_class
 from minibroker import Broker
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import legacy, messages
@@ -28,7 +29,6 @@ from minibroker.protocol.records import (
     split_batches,
 )
 from minibroker.testing.backends import KafkaService
-from tests.rawclient import RawClient, encode, make_request, parse_host_port, request_class
 
 APIS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "apis.md"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, encode, make_request
 from minibroker import Broker
 from minibroker.protocol.kafka_releases import RELEASES
-from tests.rawclient import RawClient, encode, make_request
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = ROOT.parent / "shared" / "kafka" / "request-versions.json"

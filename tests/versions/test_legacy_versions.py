@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from harness.raw_client import RawClient, make, make_request, produce_batch
 from minibroker import Broker
 from minibroker.protocol import legacy, records
 from minibroker.testing.plugin import TopicFactory
-from tests.rawclient import RawClient, make, make_request, produce_batch
 
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 2, 3, 8, 9
 JOIN_GROUP, SYNC_GROUP, API_VERSIONS = 11, 14, 18

@@ -1,7 +1,7 @@
 """Broker core benchmarks: minibroker side by side with the librdkafka mock cluster.
 
-    python -m bench.core [--quick] [--runs N]
-    python -m bench.core --growth [--quick] [--runs N]
+    python -m bench.micro [--quick] [--runs N]
+    python -m bench.micro --growth [--quick] [--runs N]
 
 Both brokers are driven by the same client (confluent-kafka) with the same settings, in
 the same run, interleaved run by run so that machine noise hits both sides alike. Each
@@ -16,56 +16,49 @@ Where each broker runs:
 - start-up: a fresh interpreter per run (imports done, nothing else warm), broker and
   client in that process, as a test suite would use them;
 - throughput, latency, memory: the broker in a child process (bench/runner.py), the
-  clients here. In-process, minibroker's event loop would share one GIL with the client's
-  Python calls, while the mock runs in C threads; separate processes keep the comparison
-  about the brokers.
+  clients here (bench/harness.py says why).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import mmap
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
+from bench.harness import (
+    CONSUME_TUNED,
+    ROOT,
+    VALUE,
+    WARM_UP_MESSAGES,
+    Samples,
+    bench_parser,
+    chosen_plan,
+    client_version,
+    fmt,
+    latency,
+    load_average,
+    log,
+    measure_memory,
+    percentile,
+    produce,
+    run_heading,
+    server,
+    startup_ms,
+    timed_consume,
+    timed_produce,
+    warm_up,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SIDES = ("minibroker", "mock")
-VALUE = b"v" * 100
-QUIET = {"log_level": 3}
-WARM_UP_MESSAGES = 10_000
-# librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1000) once its
-# local queue holds queued.min.messages; at these rates that pause, not the broker, sets
-# the consume rate. The throughput consumer shortens it; the default is measured too.
-CONSUME_TUNED = {"fetch.queue.backoff.ms": 10}
-WATERMARK_TIMEOUT_S = 30.0
-NOT_READY = {
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-}
 
 
+# The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
 @dataclass(frozen=True)
 class Plan:
     runs: int
@@ -106,275 +99,10 @@ QUICK = Plan(
 # --- the broker child process ---
 
 
-class ServerProcess:
-    """A broker in a child process (bench/runner.py), steered over its stdin/stdout."""
-
-    def __init__(self, kind: str, settings: dict[str, str] | None = None) -> None:
-        self.kind = kind
-        extra = [f"{key}={value}" for key, value in (settings or {}).items()]
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.runner", "serve", kind, *extra],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = self._readline()
-        if not line.startswith("READY "):
-            raise RuntimeError(f"{kind} runner did not start: {line!r}")
-        _, self.bootstrap, broker_pid = line.split()
-        self.pid = int(broker_pid)  # the broker's process: the runner or a child of it
-
-    def cpu_seconds(self) -> float:
-        """CPU time of every thread of the broker process so far (schedstat, ns)."""
-        total = 0
-        for status in Path(f"/proc/{self.pid}/task").glob("*/schedstat"):
-            with contextlib.suppress(OSError, ValueError, IndexError):  # a thread ended
-                total += int(status.read_text().split()[0])
-        return total / 1e9
-
-    def _readline(self) -> str:
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{self.kind} runner exited (code {self._process.poll()})")
-        return line.strip()
-
-    def command(self, text: str) -> str:
-        assert self._process.stdin is not None
-        self._process.stdin.write(text + "\n")
-        self._process.stdin.flush()
-        return self._readline()
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        if self.command(f"topic {name} {partitions}") != "OK":
-            raise RuntimeError(f"cannot create {name}")
-
-    def stats(self) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(self.command("stats"))
-        return result
-
-    def close(self) -> None:
-        assert self._process.stdin is not None
-        try:
-            self._process.stdin.write("quit\n")
-            self._process.stdin.close()
-            self._process.wait(10)
-        except (BrokenPipeError, subprocess.TimeoutExpired):
-            self._process.kill()
-            self._process.wait()
-
-
-@contextmanager
-def server(kind: str, settings: dict[str, str] | None = None) -> Iterator[ServerProcess]:
-    """A broker in a child process; `settings` are broker settings added to a Kafka's."""
-    process = ServerProcess(kind, settings)
-    try:
-        yield process
-    finally:
-        process.close()
-
-
 # --- client-side measurements ---
 
 
-def produce(bootstrap: str, topic: str, count: int, value: bytes = VALUE) -> float:
-    """Seconds to produce `count` values and have every one acknowledged (acks=all)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **QUIET})
-    producer.list_topics(topic, timeout=10)  # connect and learn leaders before timing
-    started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:  # local queue full: serve delivery reports, then retry
-                producer.poll(0.001)
-    if producer.flush(60) != 0:
-        raise RuntimeError("messages left undelivered after 60 s")
-    return time.perf_counter() - started
-
-
-def _consumer(bootstrap: str, **extra: Any) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.auto.commit": False,
-            **QUIET,
-            **extra,
-        }
-    )
-
-
-def _watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]:
-    """(low, high) offsets, asking again while the broker says it is not ready for them:
-    a real Kafka may still be taking leadership of a new topic's partitions."""
-    deadline = time.monotonic() + WATERMARK_TIMEOUT_S
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(partition, timeout=10)
-            return low, high
-        except KafkaException as error:
-            if error.args[0].code() not in NOT_READY or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def stored_range(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
-    """(messages held, messages ever written) from the partitions' offsets."""
-    consumer = _consumer(bootstrap)
-    try:
-        held = written = 0
-        for index in range(partitions):
-            low, high = _watermarks(consumer, TopicPartition(topic, index))
-            held += high - low
-            written += high
-        return held, written
-    finally:
-        consumer.close()
-
-
-def consume(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    expected: int,
-    cap_s: float,
-    settings: dict[str, Any],
-) -> tuple[int, float]:
-    """Read every partition from its beginning: (messages received, seconds)."""
-    consumer = _consumer(bootstrap, **settings)
-    try:
-        received = 0
-        started = time.perf_counter()
-        consumer.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
-        while received < expected and time.perf_counter() - started < cap_s:
-            # consume() waits out its timeout until it has the count asked for: ask for no
-            # more than is missing, or the last call adds 0.5 s of idle time to the rate
-            for message in consumer.consume(min(10_000, expected - received), 0.5):
-                if message.error() is None:
-                    received += 1
-        return received, time.perf_counter() - started
-    finally:
-        consumer.close()
-
-
-def latency(bootstrap: str, topic: str, count: int, cap_s: float) -> list[float]:
-    """Milliseconds from produce() to the consumer receiving that message, one at a time."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, **QUIET})
-    consumer = _consumer(bootstrap)
-    try:
-        producer.produce(topic, b"warm-up")
-        producer.flush(10)
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        consumer.assign([TopicPartition(topic, 0, high)])
-        consumer.poll(0.2)  # let the first fetch reach the broker
-        samples: list[float] = []
-        deadline = time.perf_counter() + cap_s
-        for sequence in range(count):
-            if time.perf_counter() > deadline:
-                break
-            value = sequence.to_bytes(4, "big") + VALUE
-            started = time.perf_counter()
-            producer.produce(topic, value)
-            producer.poll(0)
-            while time.perf_counter() < deadline:
-                message = consumer.poll(1.0)
-                if message is not None and message.error() is None and message.value() == value:
-                    samples.append((time.perf_counter() - started) * 1000)
-                    break
-        return samples
-    finally:
-        consumer.close()
-        producer.flush(10)
-
-
-def startup_ms(kind: str, probe: str) -> tuple[float, float]:
-    """(cold, warm) start-to-Metadata milliseconds, measured in a fresh interpreter."""
-    output = subprocess.run(
-        [sys.executable, "-m", "bench.runner", "startup", kind, probe],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    cold, warm = output.strip().splitlines()[-1].split()
-    return float(cold), float(warm)
-
-
 # --- one run of every metric for one side ---
-
-
-@dataclass
-class Samples:
-    values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def add(self, metric: str, side: str, value: float) -> None:
-        self.values.setdefault(metric, {}).setdefault(side, []).append(value)
-
-    def median(self, metric: str, side: str) -> float | None:
-        found = self.values.get(metric, {}).get(side)
-        return statistics.median(found) if found else None
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-@dataclass(frozen=True)
-class Pass:
-    """One timed produce or consume pass: messages moved, wall time, CPU seconds."""
-
-    count: int
-    seconds: float
-    broker_cpu: float
-    client_cpu: float
-
-    @property
-    def rate(self) -> float:
-        return self.count / self.seconds
-
-
-def warm_up(broker: ServerProcess, partitions: int) -> None:
-    # first requests of a kind load code on both sides; keep that out of the rates
-    broker.create_topic("warm-up", partitions)
-    produce(broker.bootstrap, "warm-up", WARM_UP_MESSAGES)
-
-
-def timed_produce(
-    broker: ServerProcess, topic: str, partitions: int, count: int, value: bytes = VALUE
-) -> Pass:
-    """Produce `count` values into a fresh topic and check that every one was written."""
-    broker.create_topic(topic, partitions)
-    broker_cpu, client_cpu = broker.cpu_seconds(), time.process_time()
-    seconds = produce(broker.bootstrap, topic, count, value)
-    done = Pass(count, seconds, broker.cpu_seconds() - broker_cpu, time.process_time() - client_cpu)
-    _, written = stored_range(broker.bootstrap, topic, partitions)
-    if written != count:
-        raise RuntimeError(f"{broker.kind}: {written} written, expected {count}")
-    return done
-
-
-def timed_consume(
-    broker: ServerProcess,
-    topic: str,
-    partitions: int,
-    cap_s: float,
-    settings: dict[str, Any],
-) -> tuple[int, Pass]:
-    """(messages the broker held, the pass reading them): the mock drops old data, so
-    only what it still held is expected and only what arrived is counted."""
-    held, _ = stored_range(broker.bootstrap, topic, partitions)
-    broker_cpu, client_cpu = broker.cpu_seconds(), time.process_time()
-    received, seconds = consume(broker.bootstrap, topic, partitions, held, cap_s, settings)
-    done = Pass(
-        received, seconds, broker.cpu_seconds() - broker_cpu, time.process_time() - client_cpu
-    )
-    return held, done
 
 
 def run_throughput(kind: str, plan: Plan, samples: Samples) -> None:
@@ -434,27 +162,6 @@ def run_latency(kind: str, plan: Plan, samples: Samples) -> None:
 
 def run_memory(kind: str, plan: Plan, samples: Samples) -> None:
     measure_memory(kind, plan.partitions, plan.memory_messages, samples)
-
-
-def measure_memory(kind: str, partitions: int, messages: int, samples: Samples) -> None:
-    """RSS of a fresh broker before and after `messages` x 100 B are produced to it."""
-    with server(kind) as broker:
-        broker.create_topic("memory", partitions)
-        time.sleep(0.2)
-        baseline = broker.stats()
-        produce(broker.bootstrap, "memory", messages)
-        after = broker.stats()
-        held, _ = stored_range(broker.bootstrap, "memory", partitions)
-    samples.add("mem_baseline_mib", kind, baseline["rss_kb"] / 1024)
-    samples.add("mem_peak_mib", kind, after["hwm_kb"] / 1024)
-    samples.add("mem_held", kind, held)
-    if after["stored_bytes"] is not None:
-        stored = after["stored_bytes"]
-        samples.add("mem_stored_mib", kind, stored / 2**20)
-        samples.add("mem_ratio", kind, after["hwm_kb"] * 1024 / stored)
-        samples.add(
-            "mem_growth_ratio", kind, (after["hwm_kb"] - baseline["rss_kb"]) * 1024 / stored
-        )
 
 
 def measure(plan: Plan, log: Callable[[str], None]) -> Samples:
@@ -543,22 +250,6 @@ def measure_growth(plan: Plan, log: Callable[[str], None]) -> Samples:
 
 
 # --- the table ---
-
-
-def fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "msg/s":
-        return f"{value:,.0f} msg/s"
-    if unit == "ms":
-        if value >= 1000:
-            return f"{value:,.0f} ms"
-        return f"{value:.1f} ms" if value >= 1 else f"{value:.2f} ms"
-    if unit == "MiB":
-        return f"{value:,.0f} MiB"
-    if unit == "x":
-        return f"{value:.2f}x"
-    return f"{value:,.0f}"
 
 
 Check = Callable[[float, float | None], bool]
@@ -800,23 +491,12 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
     return lines
 
 
-def load_average() -> str:
-    return f"{os.getloadavg()[0]:.1f}"
-
-
-def client_version() -> str:
-    import confluent_kafka
-
-    client, library = confluent_kafka.version(), confluent_kafka.libversion()
-    client_text = client[0] if isinstance(client, tuple) else client
-    return f"{client_text} (librdkafka {library[0]})"
-
-
 GROWTH_HEADING = "## Growth with the work"
 
 
-def write_results(core: str | None = None, growth: str | None = None) -> None:
-    """Replace one section of RESULTS.md, keeping the other as it was."""
+def write_sections(core: str | None = None, growth: str | None = None) -> None:
+    """Replace one section of RESULTS.md, keeping the other as it was (unlike
+    harness.write_results, which writes a whole file)."""
     old = RESULTS.read_text() if RESULTS.exists() else ""
     old_main, marker, old_growth = old.partition(GROWTH_HEADING)
     parts = [core if core is not None else old_main]
@@ -897,31 +577,20 @@ def core_section(plan: Plan, heading: str, log: Callable[[str], None]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.core",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = bench_parser(
+        "micro", __doc__, "small sizes, one run (smoke)", "runs per side (default 3, quick 1)"
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, one run (smoke)")
-    parser.add_argument("--runs", type=int, help="runs per side (default 3, quick 1)")
     parser.add_argument(
         "--growth", action="store_true", help="only the growth with partitions and value size"
     )
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    if args.runs is not None:
-        plan = Plan(**{**plan.__dict__, "runs": max(1, args.runs)})
-
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-    command = "python -m bench.core" + " --growth" * args.growth + " --quick" * args.quick
-    kind = "quick smoke run" if args.quick else "full run"
-    heading = f"`{command}`, {kind}, {time.strftime('%Y-%m-%d')}"
+    plan = chosen_plan(args.quick, FULL, QUICK, runs=args.runs)
+    command = "python -m bench.micro" + " --growth" * args.growth + " --quick" * args.quick
+    heading = run_heading(command, "quick smoke run" if args.quick else "full run")
     started = time.perf_counter()
     core = None if args.growth else core_section(plan, heading, log)
     growth = growth_section(plan, heading, log)
-    write_results(core=core, growth=growth)
+    write_sections(core=core, growth=growth)
     elapsed = time.perf_counter() - started
     print(f"\nwritten to {RESULTS.relative_to(ROOT)} ({elapsed:.0f} s)")
     return 0
