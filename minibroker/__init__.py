@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from minibroker.cluster import Cluster
     from minibroker.config import BrokerConfig
     from minibroker.faults import Fault, Faults
-    from minibroker.state.topics import TopicError
+    from minibroker.state.topic_errors import TopicError
 
 __all__ = ["Broker", "BrokerConfig", "Cluster", "Fault", "Faults", "TopicError"]
 __version__ = "0.1.0"

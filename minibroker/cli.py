@@ -23,7 +23,8 @@ from typing import Any
 
 from minibroker import __version__, config_file
 from minibroker.config import LEAST_VALUES, BrokerConfig
-from minibroker.state.topics import TopicError, validate_topic_name
+from minibroker.state.topic_errors import TopicError
+from minibroker.state.topics import validate_topic_name
 from minibroker.tools import COMMANDS as TOOLS
 from minibroker.tools import Parser
 

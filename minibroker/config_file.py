@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from minibroker.config import BrokerConfig, check_settings
-from minibroker.state.topics import TopicError, validate_topic_name
+from minibroker.state.topic_errors import TopicError
+from minibroker.state.topics import validate_topic_name
 
 # A topic to create at start: name, partitions (None: the broker's default), configs.
 StartTopic = tuple[str, int | None, dict[str, str]]

@@ -19,7 +19,7 @@ from typing import Any
 
 from minibroker.handlers.incremental_alter_configs import BROKER, answer
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import INVALID_REQUEST, TopicError, quoted
+from minibroker.state.topic_errors import INVALID_REQUEST, TopicError, quoted
 
 
 @api(33, "AlterConfigs", 0, 2)

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.acl import Operation, ResourceType
-from minibroker.state.topics import TopicError
+from minibroker.state.topic_errors import TopicError
 
 
 @api(37, "CreatePartitions", 0, 3)

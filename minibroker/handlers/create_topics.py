@@ -33,7 +33,8 @@ from minibroker.protocol.messages import (
     encode_array,
     encode_entity,
 )
-from minibroker.state.topics import TopicError, effective_configs, validate_topic_configs
+from minibroker.state.topic_configs import effective_configs, validate_topic_configs
+from minibroker.state.topic_errors import TopicError
 
 _REFUSALS: dict[tuple[int, str], StringVariants] = {}
 _CONFIG_LISTS: dict[tuple[int, tuple[tuple[str, str], ...], tuple[object, ...]], bytes] = {}

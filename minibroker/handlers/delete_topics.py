@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.acl import Operation, ResourceType
-from minibroker.state.topics import TopicError, quoted
+from minibroker.state.topic_errors import TopicError, quoted
 
 
 @api(20, "DeleteTopics", 0, 6)

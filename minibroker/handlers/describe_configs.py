@@ -38,13 +38,9 @@ from minibroker.state.group_configs import (
     GROUP_RESOURCE,
     SOURCE_GROUP_CONFIG,
 )
-from minibroker.state.topics import (
-    SHOWN_NAME_CHARS,
-    TOPIC_CONFIG_TYPES,
-    Topic,
-    TopicRegistry,
-    quoted,
-)
+from minibroker.state.topic_configs import TOPIC_CONFIG_TYPES
+from minibroker.state.topic_errors import SHOWN_NAME_CHARS, quoted
+from minibroker.state.topics import Topic, TopicRegistry
 
 TOPIC = 2
 BROKER = 4

@@ -22,7 +22,8 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.topics import Topic, TopicError, validate_topic_name
+from minibroker.state.topic_errors import TopicError
+from minibroker.state.topics import Topic, validate_topic_name
 
 NO_COORDINATOR_EPOCH = -1
 NO_TXN_START_OFFSET = -1

@@ -30,7 +30,8 @@ from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.cluster import OFFSETS_TOPIC, TRANSACTION_TOPIC
-from minibroker.state.topics import Topic, TopicError, validate_topic_name
+from minibroker.state.topic_errors import TopicError
+from minibroker.state.topics import Topic, validate_topic_name
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit

@@ -30,7 +30,7 @@ from minibroker.handlers._acls import config_refusal
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.acl import Operation
-from minibroker.state.topics import TopicError, quoted
+from minibroker.state.topic_errors import TopicError, quoted
 
 TOPIC = 2
 BROKER = 4

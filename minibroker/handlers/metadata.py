@@ -24,7 +24,8 @@ from minibroker.handlers._common import NO_THROTTLE, CreationAllowance, error
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.protocol.messages import SplicedResponse, StringVariants, encode_entity
 from minibroker.state.acl import Operation, ResourceType
-from minibroker.state.topics import POLICY_VIOLATION, Topic, TopicError
+from minibroker.state.topic_errors import POLICY_VIOLATION, TopicError
+from minibroker.state.topics import Topic
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
 UNKNOWN_TOPIC_ID = 100

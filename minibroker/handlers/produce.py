@@ -37,7 +37,8 @@ from minibroker.protocol.produce_response import (
 from minibroker.state import transaction_rules as txn_rules
 from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.producers import SequenceError
-from minibroker.state.topics import Topic, quoted
+from minibroker.state.topic_errors import quoted
+from minibroker.state.topics import Topic
 
 VALID_ACKS = (0, 1, -1)
 NO_TIMESTAMP = -1  # a record without a timestamp (RecordBatch.NO_TIMESTAMP)

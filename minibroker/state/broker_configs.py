@@ -32,21 +32,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from minibroker.state.topics import (
+from minibroker.state.topic_configs import (
     APPEND,
     DELETE,
-    INVALID_CONFIG,
-    INVALID_REQUEST,
     LIST_TOPIC_CONFIGS,
     LONG_MAX,
     SET,
-    SHOWN_NAME_CHARS,
     SUBTRACT,
     TOPIC_CONFIG_DEFAULTS,
     TOPIC_CONFIG_TYPES,
-    TopicError,
     check_config_value,
     list_changed,
+)
+from minibroker.state.topic_errors import (
+    INVALID_CONFIG,
+    INVALID_REQUEST,
+    SHOWN_NAME_CHARS,
+    TopicError,
     quoted,
 )
 

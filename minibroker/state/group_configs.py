@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 
 from minibroker.config import BrokerConfig
-from minibroker.state.topics import INVALID_CONFIG, INVALID_REQUEST, TopicError, quoted
+from minibroker.state.topic_errors import INVALID_CONFIG, INVALID_REQUEST, TopicError, quoted
 
 GROUP_RESOURCE = 32
 SOURCE_GROUP_CONFIG = 8  # Kafka's ConfigSource.GROUP_CONFIG

@@ -14,7 +14,7 @@ from minibroker.state.cluster import (
     Node,
 )
 from minibroker.state.groups import partition_for
-from minibroker.state.topics import TopicError
+from minibroker.state.topic_errors import TopicError
 
 
 def _cluster(nodes: int = 1, **config: int) -> ClusterState:

@@ -22,7 +22,7 @@ import pytest
 import minibroker
 from harness.raw_client import RawClient, encode, make, make_request, parse_host_port
 from minibroker import Broker, BrokerConfig, TopicError
-from minibroker.state.topics import INVALID_CONFIG, TOPIC_ALREADY_EXISTS
+from minibroker.state.topic_errors import INVALID_CONFIG, TOPIC_ALREADY_EXISTS
 
 METADATA, API_VERSIONS = 3, 18
 

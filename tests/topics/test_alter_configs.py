@@ -19,7 +19,7 @@ import pytest
 from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
-from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
+from minibroker.state.topic_configs import TOPIC_CONFIG_DEFAULTS
 from minibroker.testing.plugin import TopicFactory
 
 PRODUCE, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 0, 32, 33, 44

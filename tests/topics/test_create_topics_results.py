@@ -11,7 +11,7 @@ import pytest
 
 from harness.raw_client import make
 from minibroker.config import BrokerConfig
-from minibroker.state.topics import SET, TOPIC_CONFIG_DEFAULTS
+from minibroker.state.topic_configs import SET, TOPIC_CONFIG_DEFAULTS
 from tests.sansio import SansIOBroker
 
 CREATE_TOPICS = 19

@@ -19,7 +19,7 @@ import pytest
 from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
-from minibroker.state.topics import TOPIC_CONFIG_DEFAULTS
+from minibroker.state.topic_configs import TOPIC_CONFIG_DEFAULTS
 from minibroker.testing.plugin import TopicFactory
 from tests.record_bytes import zigzag_varint
 

@@ -6,22 +6,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibroker.state.topics import (
+from minibroker.state.topic_configs import (
     DELETE,
+    SET,
+    TOPIC_CONFIG_DEFAULTS,
+    apply_config_operations,
+    validate_topic_configs,
+)
+from minibroker.state.topic_errors import (
     INVALID_CONFIG,
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
-    SET,
     TOPIC_ALREADY_EXISTS,
-    TOPIC_CONFIG_DEFAULTS,
     UNKNOWN_TOPIC_OR_PARTITION,
     TopicError,
-    TopicRegistry,
-    apply_config_operations,
-    validate_topic_configs,
-    validate_topic_name,
 )
+from minibroker.state.topics import TopicRegistry, validate_topic_name
 
 
 def _registry(brokers: list[int] | None = None) -> TopicRegistry:

@@ -1,0 +1,31 @@
+"""Errors of topic operations: Kafka's codes with the message a client is told."""
+
+from __future__ import annotations
+
+# Error codes (Kafka's Errors.java) raised from this module.
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+POLICY_VIOLATION = 44
+
+
+SHOWN_NAME_CHARS = 100
+
+
+def quoted(text: str) -> str:
+    """A client-given name as an error message quotes it: cut short, because a legacy
+    (non-flexible) response string holds at most 32,767 bytes."""
+    if len(text) > SHOWN_NAME_CHARS:
+        text = text[:SHOWN_NAME_CHARS] + "..."
+    return repr(text)
+
+
+class TopicError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
