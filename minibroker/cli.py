@@ -4,7 +4,7 @@ Every `BrokerConfig` setting is a flag, generated from the dataclass (with its h
 text), so the command line and the Python API never disagree; `--config FILE` reads the
 same settings from TOML (minibroker/config_file.py). `minibroker proxy` records a
 Kafka's traffic; `minibroker topics|groups|produce|consume|configs` are the tools for
-any Kafka (minibroker/tools/).
+any Kafka (minibroker/commands/).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from minibroker import __version__, config_file
+from minibroker.commands import COMMANDS as TOOLS
+from minibroker.commands import Parser
 from minibroker.config import LEAST_VALUES, BrokerConfig
 from minibroker.state.topic_errors import TopicError
 from minibroker.state.topics import validate_topic_name
-from minibroker.tools import COMMANDS as TOOLS
-from minibroker.tools import Parser
 
 DEFAULT_PORT = 9092
 MAX_PARTITIONS = 100_000
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["proxy"]:
         return proxy_main(argv[1:])
     if argv[:1] and argv[0] in TOOLS:
-        from minibroker.tools import main as tool_main
+        from minibroker.commands import main as tool_main
 
         return tool_main(argv)
     parser = _parser()

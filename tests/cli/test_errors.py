@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.tools import parser
-from minibroker.tools.common import client_settings, read_properties
+from minibroker.commands import parser
+from minibroker.commands.common import client_settings, read_properties
 from tests.cli.conftest import run_minibroker
 
 
@@ -146,7 +146,7 @@ def test_every_tool_has_help_with_an_example() -> None:
 def test_a_refused_sign_in_is_told_apart_from_an_unreachable_broker() -> None:
     from confluent_kafka import KafkaError
 
-    from minibroker.tools.common import Connection
+    from minibroker.commands.common import Connection
 
     conn = Connection(_options("--bootstrap-server", "kafka:9093", "--timeout", "3"))
     conn.errors.append(

@@ -26,7 +26,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from minibroker.tools import configs, groups, records, topics
+    from minibroker.commands import configs, groups, records, topics
 
     top = Parser(
         prog="minibroker",
@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Run one tool; expected failures are one line on stderr and exit code 1 (the
     broker) or 2 (the command line)."""
-    from minibroker.tools.common import ToolError
+    from minibroker.commands.common import ToolError
 
     args = parser().parse_args(argv)
     try:

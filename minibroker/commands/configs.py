@@ -13,7 +13,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from minibroker.tools.common import (
+from minibroker.commands.common import (
     Connection,
     ToolError,
     UsageError,

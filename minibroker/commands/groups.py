@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
-from minibroker.tools.common import (
+from minibroker.commands.common import (
     Connection,
     ToolError,
     UsageError,

@@ -21,8 +21,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from minibroker.tools import quiet_stdout
-from minibroker.tools.common import (
+from minibroker.commands import quiet_stdout
+from minibroker.commands.common import (
     Connection,
     ToolError,
     UsageError,

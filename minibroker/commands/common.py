@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from minibroker.tools import EXIT_USAGE
+from minibroker.commands import EXIT_USAGE
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 10.0
