@@ -9,7 +9,7 @@ Data path::
 - One fetch loop drains everything aiokafka has fetched into per-partition buffers. A
   partition whose buffer is full (records or bytes) is paused in aiokafka, so only that
   partition stops being fetched; the fetch loop itself never waits on a buffer. This is
-  what makes seed 004 (one full queue blocking the shared fetcher) impossible.
+  what makes one full queue blocking the shared fetcher (and every other topic) impossible.
 - A partition is in the ready queue at most once and worked on by one worker at a time,
   so records of a partition are handled in offset order; partitions run in parallel up
   to `concurrency` (optionally capped per topic).

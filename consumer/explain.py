@@ -192,7 +192,7 @@ def _warnings(
             if member not in owners_by_topic[topic]:
                 owners_by_topic[topic].append(member)
 
-    # Per topic: more subscribers than partitions (seed 000's 18 threads on 6 partitions).
+    # Per topic: more subscribers than partitions (18 consumers on 6 partitions leave 12 idle).
     for topic in topics if len(topics) > 1 else ():
         count = partition_counts.get(topic, 0)
         subscribers = [m for m in ex.order if topic in subs[m]]

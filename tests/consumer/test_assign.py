@@ -1,4 +1,4 @@
-"""The pure assignors: seed 002's worked examples, Java ordering rules, and properties."""
+"""The pure assignors: the worked examples of range and round-robin, Java ordering rules, and properties."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def counts(assignment: Assignment) -> dict[str, int]:
     return {member: len(parts) for member, parts in assignment.items()}
 
 
-# --- seed 002 ---
+# --- worked examples of range and round-robin ---
 
 
 def test_range_ten_partitions_over_three_consumers_is_4_3_3() -> None:
@@ -63,13 +63,13 @@ def test_roundrobin_unequal_subscriptions_example() -> None:
 
 
 def test_range_extra_partition_repeats_for_every_topic() -> None:
-    # Seed 002's drawback of range: the first member takes the extra of every topic.
+    # Range's drawback: the first member takes the extra of every topic.
     members = {m: ["a", "b", "c"] for m in ("C0", "C1")}
     result = range_assign(members, {"a": 3, "b": 3, "c": 3})
     assert counts(result) == {"C0": 6, "C1": 3}
 
 
-def test_seed_000_eighteen_threads_six_partitions() -> None:
+def test_eighteen_consumers_six_partitions() -> None:
     members = {f"{host}-{i}": ["my-topic"] for host in "ABC" for i in range(6)}
     result = range_assign(members, {"my-topic": 6})
     owners = [m for m, parts in result.items() if parts]

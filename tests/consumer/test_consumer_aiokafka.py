@@ -106,7 +106,7 @@ async def test_concurrency_bounds_handlers_in_flight(broker: Broker) -> None:
     assert peak == 2
 
 
-async def _seed_004(broker: Broker, *, block: bool, topic_limit: bool = False) -> None:
+async def _one_topic_stopped(broker: Broker, *, block: bool, topic_limit: bool = False) -> None:
     """Three topics; one is blocked (its handler never returns) or paused."""
     for topic in ("slow", "a", "b"):
         broker.create_topic(topic, 4)
@@ -162,18 +162,20 @@ async def _seed_004(broker: Broker, *, block: bool, topic_limit: bool = False) -
         assert all(p.max_buffered <= bound for p in consumer.describe().partitions)
 
 
-async def test_seed_004_blocked_topic_does_not_stall_the_others(broker: Broker) -> None:
-    await _seed_004(broker, block=True)
+async def test_one_stopped_topic_blocked_topic_does_not_stall_the_others(broker: Broker) -> None:
+    await _one_topic_stopped(broker, block=True)
 
 
-async def test_seed_004_paused_topic_does_not_stall_the_others(broker: Broker) -> None:
-    await _seed_004(broker, block=False)
+async def test_one_stopped_topic_paused_topic_does_not_stall_the_others(broker: Broker) -> None:
+    await _one_topic_stopped(broker, block=False)
 
 
-async def test_seed_004_topic_concurrency_keeps_workers_for_other_topics(broker: Broker) -> None:
+async def test_one_stopped_topic_topic_concurrency_keeps_workers_for_other_topics(
+    broker: Broker,
+) -> None:
     # Four workers, four blocked partitions: without the per-topic cap the blocked
     # topic would hold every worker.
-    await _seed_004(broker, block=True, topic_limit=True)
+    await _one_topic_stopped(broker, block=True, topic_limit=True)
 
 
 async def test_pause_and_resume_single_partition_at_run_time(broker: Broker) -> None:

@@ -12,12 +12,12 @@ from minibroker.consumer.explain import Member, explain_assignment
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def seed_000_members() -> list[Member]:
+def eighteen_consumers() -> list[Member]:
     return [Member(f"{host}-{i}", host) for host in "ABC" for i in range(6)]
 
 
-def test_seed_000_idle_members_and_the_host_they_sit_on() -> None:
-    result = explain_assignment(seed_000_members(), ["my-topic"], {"my-topic": 6}, "range")
+def test_eighteen_consumers_idle_members_and_the_host_they_sit_on() -> None:
+    result = explain_assignment(eighteen_consumers(), ["my-topic"], {"my-topic": 6}, "range")
     assert len(result.idle) == 12
     assert all(result.assignment[f"A-{i}"] for i in range(6))
     assert len(result.warnings) == 1
@@ -29,8 +29,8 @@ def test_seed_000_idle_members_and_the_host_they_sit_on() -> None:
     assert "hosts B, C will sit idle" in warning
 
 
-def test_roundrobin_spreads_seed_000_over_hosts_but_still_warns_idle() -> None:
-    result = explain_assignment(seed_000_members(), ["my-topic"], {"my-topic": 6}, "roundrobin")
+def test_roundrobin_spreads_eighteen_consumers_over_hosts_but_still_warns_idle() -> None:
+    result = explain_assignment(eighteen_consumers(), ["my-topic"], {"my-topic": 6}, "roundrobin")
     assert len(result.idle) == 12
     assert "12 members will receive nothing" in result.warnings[0]
     assert "host A" not in result.warnings[0]
@@ -70,14 +70,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_seed_000() -> None:
+def test_cli_eighteen_consumers() -> None:
     done = run_cli("--topic", "my-topic:6", "--hosts", "A,B,C", "--per-host", "6")
     assert done.returncode == 0, done.stderr
     assert "the first 6 in sort order are all on host A" in done.stdout
     assert "A-0 @A  [1]  my-topic: 0" in done.stdout
 
 
-def test_cli_seed_002_roundrobin_json() -> None:
+def test_cli_roundrobin_json() -> None:
     done = run_cli(
         "--topic", "t0:1", "--topic", "t1:2", "--topic", "t2:3",
         "--member", "C0=t0", "--member", "C1=t0,t1", "--member", "C2=t0,t1,t2",

@@ -1,4 +1,5 @@
-"""Seed 000 with real clients (confluent-kafka): 6 partitions, 3 machines x 6 consumers.
+"""Eighteen consumers on six partitions with real clients (confluent-kafka): 3 machines x 6
+consumers.
 
 Eighteen members share a six-partition topic. The range assignor gives 6 // 18 = 0
 partitions to everyone plus one extra to the first 6 % 18 = 6 members in member-id order,
@@ -60,7 +61,7 @@ def thread_first(machine: str, thread: int) -> str:
 
 def run_group(broker: Broker, strategy: str, naming: Naming) -> list[Row]:
     """Start 18 consumers, wait until the group settles, return who owns what."""
-    topic, group, log = unique("seed000"), unique("group"), RebalanceLog()
+    topic, group, log = unique("eighteen-on-six"), unique("group"), RebalanceLog()
     broker.create_topic(topic, PARTITIONS)
     machine_of = {naming(m, t): m for m in MACHINES for t in range(THREADS)}
     consumers: dict[str, Consumer] = {}
@@ -116,7 +117,7 @@ def run_group(broker: Broker, strategy: str, naming: Naming) -> list[Row]:
 
 
 def print_table(strategy: str, naming: str, rows: list[Row]) -> None:
-    print(f"\nseed 000, {strategy} assignor, client ids {naming}:")
+    print(f"\neighteen consumers on six partitions, {strategy} assignor, client ids {naming}:")
     print(f"{'machine':8} {'member id':50} partitions")
     for row in sorted(rows, key=lambda r: r.member_id):
         owned = ",".join(map(str, row.partitions)) or (
