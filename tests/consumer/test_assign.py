@@ -1,4 +1,4 @@
-"""The pure assignors: the worked examples of range and round-robin, Java ordering rules, and properties."""
+"""The pure assignors: worked examples of range and round-robin, Java ordering, properties."""
 
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ async def test_one_stopped_topic_paused_topic_does_not_stall_the_others(broker: 
     await _one_topic_stopped(broker, block=False)
 
 
-async def test_one_stopped_topic_topic_concurrency_keeps_workers_for_other_topics(
+async def test_topic_concurrency_keeps_workers_for_other_topics(
     broker: Broker,
 ) -> None:
     # Four workers, four blocked partitions: without the per-topic cap the blocked
