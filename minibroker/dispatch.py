@@ -1,8 +1,9 @@
 """The one place every request passes through: frame in, outcome out. Sans-IO.
 
-Outcomes: bytes to send, nothing to send (acks=0), a long poll to finish later, a
-response to work out in pieces (only when the caller asks for them), or CloseConnection
-when the frame cannot be understood (the stream can no longer be trusted, so only this
+Outcomes (`Outcome`): bytes to send, nothing to send (acks=0), or a `Deferred` answer --
+a long poll to finish later, a response to work out in pieces (only when the caller asks
+for them), a request a fault rule acted on -- or CloseConnection when the frame cannot
+be understood (the stream can no longer be trusted, so only this
 client's connection is dropped). Decoding (`decode`) touches no state, so the server may
 run it off the event loop for large frames; `answer` then runs on the loop.
 """
@@ -60,8 +61,14 @@ class RequestRecord:
     outcome: str
 
 
+class Deferred:
+    """An answer that is not bytes yet: the server settles it (server._settle)."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
-class PendingReply:
+class PendingReply(Deferred):
     """A long poll: call `finish(final)` until it returns the encoded response."""
 
     deadline: float
@@ -70,7 +77,7 @@ class PendingReply:
 
 
 @dataclass(slots=True)
-class SteppedReply:
+class SteppedReply(Deferred):
     """A response worked out in pieces: each `next(pieces)` does one; the generator
     returns the encoded response. It raises CloseConnection like `dispatch` does."""
 
@@ -78,7 +85,7 @@ class SteppedReply:
 
 
 @dataclass(slots=True)
-class FaultedReply:
+class FaultedReply(Deferred):
     """A request a fault rule acted on (faults.py): the server waits `delay` seconds
     before the answer, never answers (`stall`: the connection answers nothing more), or
     closes the connection instead of answering (`close`: the request was served)."""
@@ -87,6 +94,10 @@ class FaultedReply:
     delay: float = 0.0
     stall: bool = False
     close: bool = False
+
+
+# What `dispatch` and `answer` return.
+Outcome = messages.Encoded | Deferred | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +157,7 @@ class Dispatcher:
         *,
         stepped: bool = False,
         session: Session = OPEN_SESSION,
-    ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
+    ) -> Outcome:
         """The outcome of one request frame: `decode`, then `answer`."""
         decoded = self.decode(frame, session)
         if isinstance(decoded, bytes):
@@ -228,7 +239,7 @@ class Dispatcher:
         *,
         stepped: bool = False,
         session: Session = OPEN_SESSION,
-    ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
+    ) -> Outcome:
         """Serve a decoded request. A handler that works in pieces (`Steps`) is run
         through at once, unless `stepped`: then its pieces are handed back. A fault rule
         that acts on the request (faults.py) changes what happens."""
@@ -253,7 +264,7 @@ class Dispatcher:
 
     def _faulted(
         self, decoded: Decoded, action: Fault, client_host: str, stepped: bool, session: Session
-    ) -> messages.Encoded | PendingReply | SteppedReply | FaultedReply | None:
+    ) -> Outcome:
         handler, header = decoded.handler, decoded.header
         version, correlation_id = header.api_version, header.correlation_id
         if action.close:

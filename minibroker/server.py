@@ -19,6 +19,7 @@ from collections import deque
 from minibroker.config import PLAINTEXT, SSL, Listener
 from minibroker.dispatch import (
     CloseConnection,
+    Deferred,
     Dispatcher,
     FaultedReply,
     PendingReply,
@@ -442,34 +443,17 @@ class _Connection(asyncio.BufferedProtocol):
                         outcome = dispatcher.dispatch(
                             frame, self.peer, stepped=True, session=session
                         )
-                    if isinstance(outcome, FaultedReply):
-                        fault, outcome = outcome, outcome.outcome
-                        if fault.stall:
-                            # Never answered: neither is anything after it, as on a
-                            # broker that hangs; the client times out and closes.
-                            self._send(answers)
-                            await asyncio.get_running_loop().create_future()
-                    if isinstance(outcome, SteppedReply):
+                    if isinstance(outcome, Deferred):
                         self._send(answers)  # earlier answers do not wait for it
                         pending_bytes = 0
-                        outcome = await self._work_through(outcome)
+                        outcome, fault = await self._settle(outcome)
+                        if self._closing and transport.is_closing():
+                            return
                 except CloseConnection as exc:
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     self._send(answers)
                     self.abort()
                     return
-                if isinstance(outcome, PendingReply):
-                    self._send(answers)  # earlier answers do not wait for a long poll
-                    pending_bytes = 0
-                    self._update_reading()
-                    try:
-                        outcome = await self._node.finish_long_poll(outcome)
-                    except CloseConnection as exc:
-                        log.warning("closing connection from %s: %s", self.peer, exc)
-                        self.abort()
-                        return
-                    if self._closing and transport.is_closing():
-                        return
                 self._queued_bytes -= len(frame)
                 latency = self._node.latency
                 if fault is not None or latency:
@@ -510,6 +494,24 @@ class _Connection(asyncio.BufferedProtocol):
             await self._drained()
             self._account()
             self._node.memory_freed()
+
+    async def _settle(self, outcome: Deferred) -> tuple[Encoded | None, FaultedReply | None]:
+        """A deferred answer made bytes (or nothing), and the fault rule that acted on it."""
+        fault = None
+        if isinstance(outcome, FaultedReply):
+            fault, inner = outcome, outcome.outcome
+            if fault.stall:
+                # Never answered: neither is anything after it, as on a broker that
+                # hangs; the client times out and closes.
+                await asyncio.get_running_loop().create_future()
+            if not isinstance(inner, Deferred):
+                return inner, fault
+            outcome = inner
+        if isinstance(outcome, SteppedReply):
+            return await self._work_through(outcome), fault
+        assert isinstance(outcome, PendingReply)
+        self._update_reading()
+        return await self._node.finish_long_poll(outcome), fault
 
     @staticmethod
     async def _work_through(reply: SteppedReply) -> Encoded:
