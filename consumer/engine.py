@@ -15,6 +15,10 @@ Data path::
   to `concurrency` (optionally capped per topic).
 - The commit position of a partition is the offset after the last record whose handler
   finished; since a partition is handled in order, that is the contiguous finished prefix.
+
+Over 600 lines because one `Consumer` runs the fetch loop, the workers, retries and the
+commit loop over the same per-partition state (buffers, pauses, finished offsets), and
+each of them must see the others' changes at once, within one event loop.
 """
 
 from __future__ import annotations
