@@ -1,4 +1,4 @@
-"""Hostile-client benchmark: every attack of tests/hardening/attacks.py, measured.
+"""Hostile-client benchmark: every attack of harness/attack_catalogue.py, measured.
 
     python -m bench.hostile [--quick] [--runs N] [--slow] [--only TEXT] [--kill-margin MIB]
 
@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 
 from bench.harness import Samples, bench_parser, load_average, log
+from harness.attack_catalogue import SCENARIOS
 from harness.attacks import Measurement, MiB, Scenario, measure
-from tests.hardening.attacks import SCENARIOS
 
 
 def run_all(

@@ -1,7 +1,7 @@
 """The harness for attacks on a Kafka-protocol broker, and an honest client to see what
 they cost others.
 
-The catalogue of attacks is tests/hardening/attacks.py; tests/hardening/test_attacks.py
+The catalogue of attacks is harness/attack_catalogue.py; tests/hardening/test_attacks.py
 (one regression test per attack) and bench/hostile.py (the same attacks, measured and
 tabulated) run it through `measure` here. Every attack runs against a
 bootstrap address over raw sockets: well-formed requests are built with kio through

@@ -1,6 +1,6 @@
 """Regression tests for the attacks measured against `python -m minibroker` on loopback.
 
-Each test runs one attack from tests/hardening/attacks.py against a fresh broker in a
+Each test runs one attack from harness/attack_catalogue.py against a fresh broker in a
 child process and checks what a user of the broker would notice:
 - the broker process is still alive;
 - its peak RSS stayed below baseline + stored data + 256 MiB (tighter where it makes
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.attack_catalogue import CODECS, HUGE_LENGTH_FRAMES, scenario
 from harness.attacks import (
     TEST_AFTER_RATIO,
     TEST_DURING_RATIO,
@@ -40,7 +41,6 @@ from harness.attacks import (
     measure,
     raise_fd_limit,
 )
-from tests.hardening.attacks import CODECS, HUGE_LENGTH_FRAMES, scenario
 
 raise_fd_limit(8192)  # the lock-out tests hold 1,100 sockets here and in the child
 
