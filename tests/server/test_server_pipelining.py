@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import RawClient, encode, make, make_request
+from harness.raw_client import RawClient, encode, fetch_request, make_request, produce_request
 from minibroker import Broker
 from minibroker.protocol import records
 
@@ -30,49 +30,9 @@ def _metadata(version: int = 12) -> Any:
     )
 
 
-def _long_poll_fetch(topic: str, wait: datetime.timedelta, version: int = 12) -> Any:
-    partition = make(
-        FETCH,
-        version,
-        "FetchPartition",
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=(partition,))
-    return make_request(
-        FETCH,
-        version,
-        replica_id=-1,
-        max_wait=wait,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(fetch_topic,),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
 def _produce_one(topic: str, value: bytes, version: int = 9) -> Any:
     batch = records.build_batch([(None, value)], timestamp_ms=1000)
-    partition_data = make(PRODUCE, version, "PartitionProduceData", index=0, records=batch)
-    topic_data = make(
-        PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition_data,)
-    )
-    return make_request(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    return produce_request(topic, batch, version=version, acks=1)
 
 
 def test_requests_sent_in_one_write_are_answered_in_order(kafka_broker: Broker) -> None:
@@ -105,7 +65,7 @@ def test_answer_before_a_long_poll_is_not_held_back(kafka_broker: Broker) -> Non
     # below, after the Metadata answer has arrived; a server that held that answer until
     # the Fetch finished would time this socket out instead.
     stream = encode(METADATA, 12, _metadata(), 1) + encode(
-        FETCH, 12, _long_poll_fetch("waits", datetime.timedelta(seconds=30)), 2
+        FETCH, 12, fetch_request("waits", version=12, max_wait=datetime.timedelta(seconds=30)), 2
     )
     with RawClient(kafka_broker.bootstrap_servers, timeout=20) as client:
         client.send_bytes(stream)
@@ -133,7 +93,7 @@ def test_a_many_mib_answer_read_slowly_arrives_whole_and_before_the_next(
         for value in values:
             produced = producer.request(PRODUCE, 9, _produce_one("large", value))
             assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
-    fetch = _long_poll_fetch("large", datetime.timedelta(0))
+    fetch = fetch_request("large", version=12)
     fetch = dataclasses.replace(
         fetch,
         max_bytes=64 << 20,
