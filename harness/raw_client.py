@@ -162,7 +162,19 @@ class RawClient:
 
 # --- the requests many tests send -------------------------------------------------------
 
-PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 0, 1, 2, 19
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 1, 2, 3, 19
+
+
+def metadata_request(version: int = 12) -> Any:
+    """Metadata of every topic, creating none."""
+    return make_request(
+        METADATA,
+        version,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
 
 
 def produce_request(
