@@ -12,7 +12,6 @@ share the GIL with the client being measured. Writes bench/CONSUMER_RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -20,15 +19,13 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.harness import server
+from bench.harness import ROOT, bench_parser, chosen_plan, log, server, timed, write_results
 from minibroker.consumer import Consumer
 
-ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "CONSUMER_RESULTS.md"
 
 
@@ -41,9 +38,10 @@ class Plan:
     window: float = 2.0
     seed_records: int = 250_000  # per topic; more than a window can take
 
-    @classmethod
-    def quick(cls) -> Plan:
-        return cls(records=40_000, runs=3, window=1.0, seed_records=40_000)
+
+# The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
+FULL = Plan()
+QUICK = Plan(records=40_000, runs=3, window=1.0, seed_records=40_000)
 
 
 async def produce(bootstrap: str, topic: str, count: int, partitions: int, size: int) -> None:
@@ -224,18 +222,17 @@ async def measure(plan: Plan, log: Any) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.consumer")
-    parser.add_argument("--quick", action="store_true", help="smaller, for a smoke run")
+    parser = bench_parser("consumer", __doc__, "smaller, for a smoke run")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
-    plan = Plan.quick() if args.quick else Plan()
-    started = time.perf_counter()
-    lines = asyncio.run(measure(plan, lambda text: print(text, file=sys.stderr, flush=True)))
-    text = "\n".join(lines) + "\n"
+    plan = chosen_plan(args.quick, FULL, QUICK)
+    run = timed(lambda: asyncio.run(measure(plan, log)))
+    text = "\n".join(run.result) + "\n"
     print(text)
-    print(f"took {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    if not args.no_write:
-        RESULTS.write_text(text)
+    if args.no_write:
+        log(f"took {run.elapsed:.0f} s")
+    else:
+        write_results(RESULTS, text, run.elapsed)
     return 0
 
 

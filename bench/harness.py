@@ -394,15 +394,16 @@ def log(text: str) -> None:
 
 
 def bench_parser(
-    module: str, doc: str, quick: str, runs: str | None = None
+    module: str, doc: str, quick: str | None, runs: str | None = None
 ) -> argparse.ArgumentParser:
-    """`python -m bench.MODULE` with --quick (help `quick`) and, given its help, --runs."""
+    """`python -m bench.MODULE` with, given their help, --quick and --runs."""
     parser = argparse.ArgumentParser(
         prog=f"python -m bench.{module}",
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help=quick)
+    if quick is not None:
+        parser.add_argument("--quick", action="store_true", help=quick)
     if runs is not None:
         parser.add_argument("--runs", type=int, help=runs)
     return parser

@@ -13,18 +13,16 @@ bench/INSPECTION_RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench.harness import ROOT, bench_parser, timed, write_results
 from minibroker import Broker
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "INSPECTION_RESULTS.md"
 VALUE = b"x" * 100
 
@@ -98,15 +96,22 @@ def one_round(prepare: Callable[[Broker], None], messages: int) -> tuple[float, 
         return produced, consumed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def measure(runs: int, messages: int) -> dict[str, list[tuple[float, float]]]:
+    """Each mode's (produce, consume) rates, the modes interleaved round by round."""
+    results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+    for _ in range(runs):
+        for mode, prepare in MODES.items():
+            results[mode].append(one_round(prepare, messages))
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = bench_parser("inspection", __doc__, None)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--messages", type=int, default=20_000)
-    args = parser.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
-    for _ in range(args.runs):
-        for mode, prepare in MODES.items():
-            results[mode].append(one_round(prepare, args.messages))
+    args = parser.parse_args(argv)
+    run = timed(lambda: measure(args.runs, args.messages))
+    results = run.result
     anchor = MODES and next(iter(MODES))
     base_produce = statistics.median(p for p, _ in results[anchor])
     base_consume = statistics.median(c for _, c in results[anchor])
@@ -123,12 +128,14 @@ def main() -> None:
         )
     table = "\n".join(lines)
     print(table)
-    RESULTS.write_text(
+    write_results(
+        RESULTS,
         "# Fault rules and request recording: their cost\n\n"
         f"`python -m bench.inspection --runs {args.runs} --messages {args.messages}` on "
         f"{platform.machine()}, Python {platform.python_version()}; 100-byte values, one "
         "per Produce request and about ten per Fetch, one partition, confluent-kafka in "
-        "the same process as the broker; medians of the rounds.\n\n" + table + "\n"
+        "the same process as the broker; medians of the rounds.\n\n" + table + "\n",
+        run.elapsed,
     )
 
 

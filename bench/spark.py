@@ -24,7 +24,6 @@ Results go to stdout and bench/SPARK_RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -36,7 +35,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from bench.harness import server, write_results
+from bench.harness import bench_parser, server, write_results
 from harness.child_broker import cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "SPARK_RESULTS.md"
@@ -229,8 +228,7 @@ def phases(elapsed: float, query: Any) -> tuple[float, float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer records, one run")
+    parser = bench_parser("spark", __doc__, "fewer records, one run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="do not update the results")
     args = parser.parse_args(argv)

@@ -38,19 +38,25 @@ from harness.attacks import (
     close_all,
     closed_by_peer,
     connect,
-    create_topics_request,
-    fetch_request,
     first_served,
     frame,
     open_connections,
-    produce_codes,
-    produce_request,
     produce_values,
     read_frame,
     read_frame_size,
     with_correlation_id,
 )
-from harness.raw_client import RawClient, encode, make, make_request
+from harness.raw_client import (
+    RawClient,
+    create_topics_request,
+    encode,
+    fetch_request,
+    list_offsets_request,
+    make,
+    make_request,
+    produce_codes,
+    produce_request,
+)
 from minibroker.protocol import messages, records
 
 # --- 1. declared lengths ----------------------------------------------------------------
@@ -169,7 +175,11 @@ def long_polls(connections: int = 100, repeats: int = 1000) -> Callable[[Run], N
 
     def attack(run: Run) -> None:
         request = fetch_request(
-            QUIET_TOPIC, repeats=repeats, max_wait_ms=3_600_000, min_bytes=2**31 - 1
+            QUIET_TOPIC,
+            (0,) * repeats,
+            max_wait=datetime.timedelta(hours=1),
+            min_bytes=2**31 - 1,
+            max_bytes=2**31 - 1,
         )
         encoded = encode(FETCH, 11, request, 1, "poller")
         socks = open_connections(run.bootstrap, connections, encoded)
@@ -227,22 +237,6 @@ def compressed_batch(codec: int, payload: bytes, record_count: int = 1) -> bytes
     return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc) + after_crc
 
 
-def list_offsets_by_time(topic: str, repeats: int) -> Any:
-    version = 7
-    partition = make(
-        LIST_OFFSETS,
-        version,
-        "ListOffsetsPartition",
-        partition_index=0,
-        current_leader_epoch=-1,
-        timestamp=0,
-    )
-    entry = make(
-        LIST_OFFSETS, version, "ListOffsetsTopic", name=topic, partitions=(partition,) * repeats
-    )
-    return make_request(LIST_OFFSETS, version, replica_id=-1, isolation_level=0, topics=(entry,))
-
-
 def bomb(codec: str, repeats: int = 10) -> Callable[[Run], None]:
     def attack(run: Run) -> None:
         topic = f"bomb-{codec}"
@@ -253,11 +247,15 @@ def bomb(codec: str, repeats: int = 10) -> Callable[[Run], None]:
             created = client.request(
                 CREATE_TOPICS,
                 7,
-                create_topics_request([(topic, 1, {"max.message.bytes": str(64 * MiB)})]),
+                create_topics_request(
+                    [(topic, 1, {"max.message.bytes": str(64 * MiB)})], timeout_ms=60_000
+                ),
             )
             if created.topics[0].error_code.value != 0:
                 raise RuntimeError(f"cannot create {topic}: {created.topics[0]}")
-            codes = produce_codes(client.request(PRODUCE, 9, produce_request(topic, batch)))
+            codes = produce_codes(
+                client.request(PRODUCE, 9, produce_request(topic, batch, acks=1, timeout_ms=30_000))
+            )
             if codes == [0]:
                 run.add_stored(len(batch))
                 run.fact(f"{len(batch):,}-byte {codec} batch stored")
@@ -266,7 +264,9 @@ def bomb(codec: str, repeats: int = 10) -> Callable[[Run], None]:
             began = time.monotonic()
             with run.during_action(2.0):
                 try:
-                    client.request(LIST_OFFSETS, 7, list_offsets_by_time(topic, repeats))
+                    client.request(
+                        LIST_OFFSETS, 7, list_offsets_request(topic, timestamp=0, repeats=repeats)
+                    )
                     run.fact(f"ListOffsets x{repeats} answered in {time.monotonic() - began:.2f} s")
                 except (OSError, ConnectionError) as exc:
                     run.problem(f"ListOffsets by timestamp got no answer: {exc!r}")
@@ -417,7 +417,13 @@ def amplified_fetch(
     """One Fetch naming the data partition `repeats` times."""
 
     def attack(run: Run) -> None:
-        encoded = encode(FETCH, 11, fetch_request(DATA_TOPIC, repeats=repeats), 7, "amplifier")
+        encoded = encode(
+            FETCH,
+            11,
+            fetch_request(DATA_TOPIC, (0,) * repeats, max_bytes=2**31 - 1),
+            7,
+            "amplifier",
+        )
         _store_data(run)
         run.fact(f"{len(encoded) / 1024:,.0f} KiB Fetch request")
         with run.during_action(2.0), connect(run.bootstrap, timeout=60) as sock:
@@ -440,7 +446,7 @@ def pipelined_fetches(count: int = 10_000) -> Callable[[Run], None]:
     """`count` Fetches of the data partition sent back to back; no response is read."""
 
     def attack(run: Run) -> None:
-        template = encode(FETCH, 11, fetch_request(DATA_TOPIC), 1, "pipeliner")
+        template = encode(FETCH, 11, fetch_request(DATA_TOPIC, max_bytes=2**31 - 1), 1, "pipeliner")
         _store_data(run)
         payload = b"".join(with_correlation_id(template, i) for i in range(1, count + 1))
         sock = connect(run.bootstrap)
@@ -466,7 +472,7 @@ def pipelined_fetches(count: int = 10_000) -> Callable[[Run], None]:
 def _create_frame(topics: int, partitions: int) -> bytes:
     no_configs: dict[str, str] = {}
     specs = [(f"bulk-{i:06d}", partitions, no_configs) for i in range(topics)]
-    return encode(CREATE_TOPICS, 7, create_topics_request(specs), 3, "creator")
+    return encode(CREATE_TOPICS, 7, create_topics_request(specs, timeout_ms=60_000), 3, "creator")
 
 
 def bulk_partitions(bootstrap: str) -> tuple[int, int]:

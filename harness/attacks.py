@@ -27,7 +27,6 @@ probe's GIL. Rates are read as message counts between two marks.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
 import os
 import resource
@@ -45,7 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.child_broker import ChildBroker
-from harness.raw_client import RawClient, encode, make, make_request, parse_host_port
+from harness.raw_client import (
+    RawClient,
+    encode,
+    fetch_request,
+    parse_host_port,
+    produce_codes,
+    produce_request,
+)
 from minibroker.protocol import messages, records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,91 +201,6 @@ def open_connections(bootstrap: str, count: int, first_bytes: bytes = b"") -> li
 # --- well-formed requests ---------------------------------------------------------------
 
 
-def produce_request(topic: str, batch: bytes, acks: int = 1, partition: int = 0) -> Any:
-    version = 9
-    data = make(PRODUCE, version, "PartitionProduceData", index=partition, records=batch)
-    topic_data = make(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(data,))
-    return make_request(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=acks,
-        timeout=datetime.timedelta(seconds=30),
-        topic_data=(topic_data,),
-    )
-
-
-def produce_codes(response: Any) -> list[int]:
-    return [p.error_code.value for t in response.responses for p in t.partition_responses]
-
-
-def fetch_request(
-    topic: str,
-    *,
-    repeats: int = 1,
-    max_wait_ms: int = 0,
-    min_bytes: int = 1,
-    max_bytes: int = 2**31 - 1,
-    partition_max_bytes: int = 1 << 20,
-    fetch_offset: int = 0,
-) -> Any:
-    """Fetch v11 naming partition 0 of `topic` `repeats` times."""
-    version = 11
-    partition = make(
-        FETCH,
-        version,
-        "FetchPartition",
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=fetch_offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=partition_max_bytes,
-    )
-    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=(partition,) * repeats)
-    return make_request(
-        FETCH,
-        version,
-        replica_id=-1,
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(fetch_topic,),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
-def create_topics_request(specs: Sequence[tuple[str, int, dict[str, str]]]) -> Any:
-    version = 7
-    topics = tuple(
-        make(
-            CREATE_TOPICS,
-            version,
-            "CreatableTopic",
-            name=name,
-            num_partitions=partitions,
-            replication_factor=1,
-            assignments=(),
-            configs=tuple(
-                make(CREATE_TOPICS, version, "CreatableTopicConfig", name=key, value=value)
-                for key, value in configs.items()
-            ),
-        )
-        for name, partitions, configs in specs
-    )
-    return make_request(
-        CREATE_TOPICS,
-        version,
-        topics=topics,
-        timeout=datetime.timedelta(seconds=60),
-        validate_only=False,
-    )
-
-
 def read_values(bootstrap: str, topic: str) -> list[bytes | None]:
     """Every value stored in partition 0 of `topic`, from offset 0."""
     with RawClient(bootstrap, timeout=10) as client:
@@ -299,7 +220,9 @@ def produce_values(bootstrap: str, topic: str, values: Sequence[bytes]) -> int:
     with RawClient(bootstrap, timeout=30) as client:
         for value in values:
             batch = records.build_batch([(None, value)], timestamp_ms=1000)
-            codes = produce_codes(client.request(PRODUCE, 9, produce_request(topic, batch)))
+            codes = produce_codes(
+                client.request(PRODUCE, 9, produce_request(topic, batch, acks=1, timeout_ms=30_000))
+            )
             if codes != [0]:
                 raise RuntimeError(f"producing to {topic} failed: {codes}")
             stored += len(batch)
@@ -311,7 +234,9 @@ def produce_values(bootstrap: str, topic: str, values: Sequence[bytes]) -> int:
 
 def _probe_frame(topic: str) -> tuple[bytes, int]:
     batch = records.build_batch([(None, b"h" * 100)], timestamp_ms=1000)
-    return encode(PRODUCE, 9, produce_request(topic, batch), 1, "honest"), len(batch)
+    return encode(
+        PRODUCE, 9, produce_request(topic, batch, acks=1, timeout_ms=30_000), 1, "honest"
+    ), len(batch)
 
 
 def first_served(bootstrap: str, timeout: float, topic: str = HONEST_TOPIC) -> float | None:

@@ -12,7 +12,7 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -160,18 +160,153 @@ class RawClient:
             return True
 
 
-def produce_batch(call: Callable[..., Any], topic: str, partition: int, batch: bytes) -> None:
-    """Produce one record batch with acks=-1 through `call` (RawClient.call, or any
-    callable with its signature) and check it was accepted."""
-    produce = 0
-    part = make(produce, 9, "PartitionProduceData", index=partition, records=batch)
-    topic_data = make(produce, 9, "TopicProduceData", name=topic, partition_data=(part,))
-    response = call(
-        produce,
-        9,
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
+# --- the requests many tests send -------------------------------------------------------
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 1, 2, 3, 19
+
+
+def metadata_request(version: int = 12) -> Any:
+    """Metadata of every topic, creating none."""
+    return make_request(
+        METADATA,
+        version,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def produce_request(
+    topic: str,
+    batch: bytes | None,
+    *,
+    partition: int = 0,
+    version: int = 9,
+    acks: int = -1,
+    timeout_ms: int = 5_000,
+    transactional_id: str | None = None,
+) -> Any:
+    """Produce of one record batch (or null records) to one partition."""
+    data = make(PRODUCE, version, "PartitionProduceData", index=partition, records=batch)
+    topic_data = make(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(data,))
+    return make_request(
+        PRODUCE,
+        version,
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
         topic_data=(topic_data,),
     )
-    assert response.responses[0].partition_responses[0].error_code.value == 0
+
+
+def produce_codes(response: Any) -> list[int]:
+    """Every partition's error code in a Produce response, in order."""
+    return [p.error_code.value for t in response.responses for p in t.partition_responses]
+
+
+def fetch_request(
+    topic: str,
+    partitions: Sequence[int] = (0,),
+    *,
+    version: int = 11,
+    max_wait: datetime.timedelta = datetime.timedelta(0),
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+    fetch_offset: int = 0,
+) -> Any:
+    """A session-less Fetch of one topic's `partitions` (an index may repeat)."""
+    wanted = tuple(
+        make(
+            FETCH,
+            version,
+            "FetchPartition",
+            partition=index,
+            current_leader_epoch=-1,
+            fetch_offset=fetch_offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes,
+        )
+        for index in partitions
+    )
+    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=wanted)
+    return make_request(
+        FETCH,
+        version,
+        replica_id=-1,
+        max_wait=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(fetch_topic,),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def list_offsets_request(
+    topic: str,
+    *,
+    version: int = 7,
+    timestamp: int = -1,
+    repeats: int = 1,
+    isolation_level: int = 0,
+) -> Any:
+    """ListOffsets of partition 0 of `topic` at `timestamp`, named `repeats` times."""
+    partition = make(
+        LIST_OFFSETS,
+        version,
+        "ListOffsetsPartition",
+        partition_index=0,
+        current_leader_epoch=-1,
+        timestamp=timestamp,
+    )
+    entry = make(
+        LIST_OFFSETS, version, "ListOffsetsTopic", name=topic, partitions=(partition,) * repeats
+    )
+    return make_request(
+        LIST_OFFSETS, version, replica_id=-1, isolation_level=isolation_level, topics=(entry,)
+    )
+
+
+def create_topics_request(
+    specs: Iterable[tuple[str, int, Mapping[str, str]]],
+    *,
+    version: int = 7,
+    timeout_ms: int = 5_000,
+) -> Any:
+    """CreateTopics of (name, partitions, configs) specs, replication factor 1."""
+    topics = tuple(
+        make(
+            CREATE_TOPICS,
+            version,
+            "CreatableTopic",
+            name=name,
+            num_partitions=partitions,
+            replication_factor=1,
+            assignments=(),
+            configs=tuple(
+                make(CREATE_TOPICS, version, "CreatableTopicConfig", name=key, value=value)
+                for key, value in configs.items()
+            ),
+        )
+        for name, partitions, configs in specs
+    )
+    return make_request(
+        CREATE_TOPICS,
+        version,
+        topics=topics,
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+        validate_only=False,
+    )
+
+
+def produce_batch(call: Callable[..., Any], topic: str, partition: int, batch: bytes) -> None:
+    """Produce one record batch with acks=-1 through `call` (RawClient.request, or any
+    callable with its signature) and check it was accepted."""
+    response = call(PRODUCE, 9, produce_request(topic, batch, partition=partition))
+    assert produce_codes(response) == [0]

@@ -37,13 +37,20 @@ class SansIOBroker:
 
     def send(self, api_key: int, version: int, **fields: Any) -> bytes | PendingReply | None:
         """Dispatch one request; the framed answer, a long poll, or None (no answer)."""
-        request = make_request(api_key, version, **fields)
+        return self.send_request(api_key, version, make_request(api_key, version, **fields))
+
+    def send_request(self, api_key: int, version: int, request: Any) -> bytes | PendingReply | None:
+        """`send` for a request already built (harness.raw_client's builders)."""
         frame = encode(api_key, version, request, next(self._ids))
         return self.dispatcher.dispatch(frame[4:])
 
     def call(self, api_key: int, version: int, **fields: Any) -> Any:
         """Dispatch one request that is answered at once; the decoded response body."""
-        reply = self.send(api_key, version, **fields)
+        return self.request(api_key, version, make_request(api_key, version, **fields))
+
+    def request(self, api_key: int, version: int, request: Any) -> Any:
+        """`call` for a request already built, as RawClient.request."""
+        reply = self.send_request(api_key, version, request)
         assert isinstance(reply, bytes), f"expected an answer now, got {reply!r}"
         return decode(reply, api_key, version)
 

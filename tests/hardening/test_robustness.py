@@ -21,7 +21,18 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
-from harness.raw_client import RawClient, encode, make, make_request, parse_host_port, request_class
+from harness.raw_client import (
+    RawClient,
+    encode,
+    fetch_request,
+    list_offsets_request,
+    make,
+    make_request,
+    parse_host_port,
+    produce_codes,
+    produce_request,
+    request_class,
+)
 from minibroker import Broker, BrokerConfig
 from minibroker.handlers import HANDLERS
 from minibroker.protocol import messages, records
@@ -45,70 +56,12 @@ def _batch(count: int = 3, value: bytes = b"value") -> bytes:
     return records.build_batch([(b"key-%d" % i, value) for i in range(count)], timestamp_ms=1000)
 
 
-def _produce(topic: str, batch: bytes, version: int = 9, acks: int = 1, partition: int = 0) -> Any:
-    partition_data = make(PRODUCE, version, "PartitionProduceData", index=partition, records=batch)
-    topic_data = make(
-        PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition_data,)
-    )
-    return make_request(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=acks,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+def _produce(topic: str, batch: bytes, version: int = 9, partition: int = 0) -> Any:
+    return produce_request(topic, batch, version=version, acks=1, partition=partition)
 
 
 def _produce_codes(client: RawClient, topic: str, batch: bytes, version: int = 9) -> list[int]:
-    response = client.request(PRODUCE, version, _produce(topic, batch, version))
-    return [p.error_code.value for t in response.responses for p in t.partition_responses]
-
-
-def _fetch(topic: str, version: int = 11) -> Any:
-    partition = make(
-        FETCH,
-        version,
-        "FetchPartition",
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=(partition,))
-    return make_request(
-        FETCH,
-        version,
-        replica_id=-1,
-        max_wait=datetime.timedelta(0),
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(fetch_topic,),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
-def _list_offsets(topic: str, version: int = 7) -> Any:
-    partition = make(
-        LIST_OFFSETS,
-        version,
-        "ListOffsetsPartition",
-        partition_index=0,
-        current_leader_epoch=-1,
-        timestamp=-1,
-    )
-    topic_entry = make(
-        LIST_OFFSETS, version, "ListOffsetsTopic", name=topic, partitions=(partition,)
-    )
-    return make_request(
-        LIST_OFFSETS, version, replica_id=-1, isolation_level=0, topics=(topic_entry,)
-    )
+    return produce_codes(client.request(PRODUCE, version, _produce(topic, batch, version)))
 
 
 def _metadata(topic: str, version: int = 12) -> Any:
@@ -151,9 +104,9 @@ TEMPLATES: list[tuple[int, int, Any]] = [
     (METADATA, 4, _metadata(ABUSE_TOPIC, 4)),
     (PRODUCE, 9, _produce(ABUSE_TOPIC, _batch(), 9)),
     (PRODUCE, 3, _produce(ABUSE_TOPIC, _batch(), 3)),
-    (FETCH, 11, _fetch(ABUSE_TOPIC, 11)),
-    (FETCH, 4, _fetch(ABUSE_TOPIC, 4)),
-    (LIST_OFFSETS, 7, _list_offsets(ABUSE_TOPIC, 7)),
+    (FETCH, 11, fetch_request(ABUSE_TOPIC, version=11)),
+    (FETCH, 4, fetch_request(ABUSE_TOPIC, version=4)),
+    (LIST_OFFSETS, 7, list_offsets_request(ABUSE_TOPIC, version=7)),
     (
         22,
         4,

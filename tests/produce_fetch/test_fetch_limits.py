@@ -64,7 +64,7 @@ class Want:
 
 
 def produce(client: RawClient, topic: str, partition: int, data: bytes) -> None:
-    produce_batch(client.call, topic, partition, data)
+    produce_batch(client.request, topic, partition, data)
 
 
 def fill(

@@ -74,7 +74,7 @@ class Broker(SansIOBroker):
         self.cluster.on_change.append(self.woken.append)
 
     def produce(self, topic: str, partition: int, value: bytes = b"v" * 100) -> None:
-        produce_batch(self.call, topic, partition, one_batch(value))
+        produce_batch(self.request, topic, partition, one_batch(value))
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         found = self.cluster.topics.get(topic)

@@ -68,7 +68,7 @@ def test_epoch_zero_ends_at_the_log_end_and_later_epochs_are_undefined(
     topic = kafka_topic(partitions=2)
     with RawClient(kafka_broker.bootstrap_servers) as client:
         batch = records.build_batch([(None, b"a"), (None, b"b"), (None, b"c")])
-        produce_batch(client.call, topic, 0, batch)
+        produce_batch(client.request, topic, 0, batch)
         epoch_in_answer = 0 if version >= 1 else -1  # v0 has no leader epoch field
         assert end_offsets(client, version, topic, (0, 0, -1), (1, 0, -1)) == [
             (NONE, epoch_in_answer, 3),

@@ -23,7 +23,7 @@ def produce(client: RawClient, topic: str, values: list[bytes], first_index: int
     batch = records.build_batch(
         [(None, value) for value in values], timestamp_ms=BASE_TIMESTAMP_MS + 1000 * first_index
     )
-    produce_batch(client.call, topic, 0, batch)
+    produce_batch(client.request, topic, 0, batch)
 
 
 def lookup(client: RawClient, version: int, topic: str, timestamp: int) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from harness.raw_client import RawClient, make
+from harness.raw_client import RawClient, fetch_request, produce_request
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
@@ -86,16 +86,7 @@ def batch(
 
 def produce(client: RawClient, topic: str, data: bytes, version: int = 9) -> Answer:
     """Send one batch to partition 0 with acks=-1; the partition's error code and offset."""
-    partition = make(PRODUCE, version, "PartitionProduceData", index=0, records=data)
-    topic_data = make(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition,))
-    response = client.call(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    response = client.request(PRODUCE, version, produce_request(topic, data, version=version))
     (topic_response,) = response.responses
     (answer,) = topic_response.partition_responses
     return Answer(answer.error_code.value, int(answer.base_offset))
@@ -103,30 +94,7 @@ def produce(client: RawClient, topic: str, data: bytes, version: int = 9) -> Ans
 
 def read_log(client: RawClient, topic: str) -> LogContents:
     """Everything partition 0 holds, read back through Fetch from offset 0."""
-    wanted = make(
-        FETCH,
-        11,
-        "FetchPartition",
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    response = client.call(
-        FETCH,
-        11,
-        replica_id=-1,
-        max_wait=datetime.timedelta(0),
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(make(FETCH, 11, "FetchTopic", topic=topic, partitions=(wanted,)),),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
+    response = client.request(FETCH, 11, fetch_request(topic, version=11, min_bytes=0))
     assert response.error_code.value == NONE
     (partition,) = response.responses[0].partitions
     assert partition.error_code.value == NONE

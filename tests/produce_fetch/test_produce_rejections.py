@@ -10,14 +10,13 @@ FakeClock here.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import gzip
 import struct
 from typing import Any
 
 import pytest
 
-from harness.raw_client import make
+from harness.raw_client import produce_request
 from minibroker.config import BrokerConfig
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
@@ -78,16 +77,8 @@ def gzipped(values: list[bytes]) -> bytes:
 
 
 def produce(broker: SansIOBroker, topic: str, data: bytes | None, *, partition: int = 0) -> Answer:
-    part = make(PRODUCE, VERSION, "PartitionProduceData", index=partition, records=data)
-    topic_data = make(PRODUCE, VERSION, "TopicProduceData", name=topic, partition_data=(part,))
-    response = broker.call(
-        PRODUCE,
-        VERSION,
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    request = produce_request(topic, data, partition=partition, version=VERSION)
+    response = broker.request(PRODUCE, VERSION, request)
     (topic_response,) = response.responses
     assert topic_response.name == topic
     (answer,) = topic_response.partition_responses

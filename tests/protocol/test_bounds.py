@@ -22,37 +22,17 @@ from hypothesis import strategies as st
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
-from kio.static.primitive import Records, i64Timedelta
 
 from harness.child_broker import child_broker
 from harness.raw_client import RawClient, encode, make, make_request
-from minibroker.handlers import HANDLERS
-from minibroker.protocol import bounds, legacy, messages, records
+from minibroker.protocol import bounds, messages, records
 from minibroker.protocol.messages import InvalidRequest, RequestHeader
+from tests.protocol.kio_strategies import SERVED
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 DESCRIBE_TOPIC_PARTITIONS = 75
 REPO = Path(__file__).resolve().parents[2]
 
-# Same registrations as test_messages.py: any bytes for a records blob; timedeltas kio's
-# reader and writer both handle exactly.
-st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
-_I64_MS_EXACT = 2**50
-st.register_type_strategy(
-    i64Timedelta,
-    st.integers(-_I64_MS_EXACT, _I64_MS_EXACT).map(
-        lambda ms: i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
-    ),
-)
-
-# Versions older than kio's classes are read by protocol/legacy.py, which checks each
-# length as it reads (tests/protocol/test_legacy.py); the bounds pass is for kio's reader.
-SERVED = [
-    (api_key, version)
-    for api_key, handler in sorted(HANDLERS.items())
-    for version in range(handler.min_version, handler.max_version + 1)
-    if not legacy.is_legacy(api_key, version)
-]
 
 # Metadata v12: header v2 (key 3, version 12, correlation id 7, client id "x", no tags),
 # then the topics compact array with the varint length 2**32 - 1, then one more byte.

@@ -16,7 +16,7 @@ import scramp
 from kio.schema.errors import ErrorCode
 
 from harness.child_broker import ChildBroker, child_broker
-from harness.raw_client import RawClient, parse_host_port
+from harness.raw_client import RawClient, metadata_request, parse_host_port
 from minibroker.testing.tls import TlsFiles
 
 HANDSHAKE, AUTHENTICATE, METADATA = 17, 36, 3
@@ -73,7 +73,7 @@ def signed_in_round_trip(broker: ChildBroker, value: bytes) -> None:
 def test_requests_before_signing_in_close_only_their_connection(broker: ChildBroker) -> None:
     address = broker.listeners["SASL_PLAINTEXT"]
     with RawClient(address) as early:
-        early.send(METADATA, 12, _metadata())
+        early.send(METADATA, 12, metadata_request())
         assert early.is_closed_by_peer()
     with RawClient(address) as oversized:
         # More than a client may send before signing in (Kafka's 512 KiB): closed on the
@@ -82,7 +82,7 @@ def test_requests_before_signing_in_close_only_their_connection(broker: ChildBro
         assert oversized.is_closed_by_peer()
     with RawClient(address) as unfinished:
         assert unfinished.call(HANDSHAKE, 1, mechanism="SCRAM-SHA-256").error_code == 0
-        unfinished.send(METADATA, 12, _metadata())  # instead of the exchange
+        unfinished.send(METADATA, 12, metadata_request())  # instead of the exchange
         assert unfinished.is_closed_by_peer()
     assert broker.alive()
     signed_in_round_trip(broker, b"after early requests")
@@ -156,18 +156,6 @@ def test_bytes_that_are_not_tls_on_the_ssl_port_close_only_that_connection(
         assert silent.recv(1) == b""  # closed at partial_request_timeout_ms
     assert broker.alive()
     signed_in_round_trip(broker, b"after bytes that are not tls")
-
-
-def _metadata() -> object:
-    from harness.raw_client import make_request
-
-    return make_request(
-        METADATA,
-        12,
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
 
 
 def test_users_file_errors_are_reported_before_the_broker_starts(tmp_path: Path) -> None:

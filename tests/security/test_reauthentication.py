@@ -9,25 +9,15 @@ import confluent_kafka
 import scramp
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import RawClient, make_request
+from harness.raw_client import RawClient, metadata_request
 from minibroker import Broker
 
 HANDSHAKE, AUTHENTICATE, METADATA = 17, 36, 3
 LIFETIME_MS = 1500
 
 
-def _metadata_request() -> object:
-    return make_request(
-        METADATA,
-        12,
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
-
-
 def _metadata(client: RawClient) -> object:
-    return client.request(METADATA, 12, _metadata_request())
+    return client.request(METADATA, 12, metadata_request())
 
 
 def _sign_in(client: RawClient) -> int:
@@ -94,7 +84,7 @@ def test_a_client_that_does_not_re_authenticate_loses_its_connection() -> None:
             assert _sign_in(client) == LIFETIME_MS
             assert _metadata(client)
             broker.clock.advance(LIFETIME_MS / 1000)
-            client.send(METADATA, 12, _metadata_request())
+            client.send(METADATA, 12, metadata_request())
             assert client.is_closed_by_peer()
         with RawClient(broker.bootstrap_servers) as renewing:
             _sign_in(renewing)

@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import RawClient, encode, make, make_request, parse_host_port
+from harness.raw_client import (
+    RawClient,
+    create_topics_request,
+    encode,
+    fetch_request,
+    make,
+    make_request,
+    parse_host_port,
+    produce_request,
+)
 from minibroker import Broker
 from minibroker.protocol import messages, records
 from minibroker.state.log import PartitionLog
@@ -41,80 +50,14 @@ def _metadata(topics: list[str] | None = None, version: int = 12, create: bool =
     )
 
 
-def _fetch(
-    topic: str,
-    partitions: list[int],
-    *,
-    wait_ms: int = 0,
-    max_bytes: int = 1 << 20,
-    partition_max_bytes: int = 1 << 20,
-    version: int = 12,
-) -> Any:
-    wanted = tuple(
-        make(
-            FETCH,
-            version,
-            "FetchPartition",
-            partition=index,
-            current_leader_epoch=-1,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=partition_max_bytes,
-        )
-        for index in partitions
-    )
-    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=wanted)
-    return make_request(
-        FETCH,
-        version,
-        replica_id=-1,
-        max_wait=datetime.timedelta(milliseconds=wait_ms),
-        min_bytes=1,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(fetch_topic,),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
 def _produce(topic: str, partition: int, value: bytes, count: int = 1, version: int = 9) -> Any:
     batch = records.build_batch([(None, value)] * count, timestamp_ms=1000)
-    data = make(PRODUCE, version, "PartitionProduceData", index=partition, records=batch)
-    topic_data = make(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(data,))
-    return make_request(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    return produce_request(topic, batch, partition=partition, version=version, acks=1)
 
 
 def _create_topics(specs: dict[str, int], version: int = 5) -> Any:
-    topics = tuple(
-        make(
-            CREATE_TOPICS,
-            version,
-            "CreatableTopic",
-            name=name,
-            num_partitions=count,
-            replication_factor=1,
-            assignments=(),
-            configs=(),
-        )
-        for name, count in specs.items()
-    )
-    return make_request(
-        CREATE_TOPICS,
-        version,
-        topics=topics,
-        timeout=datetime.timedelta(seconds=5),
-        validate_only=False,
+    return create_topics_request(
+        [(name, count, {}) for name, count in specs.items()], version=version
     )
 
 
@@ -226,7 +169,11 @@ def test_a_long_poll_ends_when_its_client_disconnects(
     servers = broker.nodes
     log = _log(broker, "quiet", 0)
     client = RawClient(broker.bootstrap_servers)
-    client.send(FETCH, 12, _fetch("quiet", [0, 0, 0], wait_ms=60_000))
+    client.send(
+        FETCH,
+        12,
+        fetch_request("quiet", [0, 0, 0], version=12, max_wait=datetime.timedelta(seconds=60)),
+    )
     assert _eventually(lambda: sum(s.waiters.waiting(log) for s in servers) == 1)
     client.close()
     assert _eventually(lambda: sum(s.waiters.waiting(log) for s in servers) == 0)
@@ -242,8 +189,16 @@ def test_an_append_answers_the_fetch_waiting_on_that_partition_only(
         RawClient(broker.bootstrap_servers) as second,
         RawClient(broker.bootstrap_servers) as producer,
     ):
-        first.send(FETCH, 12, _fetch("two", [0], wait_ms=30_000))
-        second.send(FETCH, 12, _fetch("two", [1], wait_ms=30_000))
+        first.send(
+            FETCH,
+            12,
+            fetch_request("two", [0], version=12, max_wait=datetime.timedelta(seconds=30)),
+        )
+        second.send(
+            FETCH,
+            12,
+            fetch_request("two", [1], version=12, max_wait=datetime.timedelta(seconds=30)),
+        )
         servers = list(broker.nodes)
         logs = [_log(broker, "two", 0), _log(broker, "two", 1)]
         assert _eventually(lambda: all(sum(s.waiters.waiting(lg) for s in servers) for lg in logs))
@@ -269,7 +224,7 @@ def test_a_partition_listed_many_times_is_fetched_once(
     broker.create_topic("repeat", partitions=1)
     with RawClient(broker.bootstrap_servers) as client:
         client.request(PRODUCE, 9, _produce("repeat", 0, b"x" * 100, count=10))
-        answer = client.request(FETCH, 12, _fetch("repeat", [0] * 500))
+        answer = client.request(FETCH, 12, fetch_request("repeat", [0] * 500, version=12))
     (topic,) = answer.responses
     (partition,) = topic.partitions
     assert [r.value for r in records.iter_records(bytes(partition.records))] == [b"x" * 100] * 10
@@ -284,7 +239,9 @@ def test_fetch_max_bytes_caps_a_response_that_asks_for_more(
         for partition in range(4):
             for _ in range(5):
                 client.request(PRODUCE, 9, _produce("capped", partition, b"y" * 400))
-        answer = client.request(FETCH, 12, _fetch("capped", [0, 1, 2, 3], max_bytes=50 << 20))
+        answer = client.request(
+            FETCH, 12, fetch_request("capped", [0, 1, 2, 3], version=12, max_bytes=50 << 20)
+        )
     sizes = [len(p.records or b"") for p in answer.responses[0].partitions]
     assert 0 < sum(sizes) <= 3000
     assert sizes[0] > 0  # the first partition still makes progress

@@ -12,67 +12,23 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import RawClient, encode, make, make_request
+from harness.raw_client import (
+    RawClient,
+    encode,
+    fetch_request,
+    make_request,
+    metadata_request,
+    produce_request,
+)
 from minibroker import Broker
 from minibroker.protocol import records
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 
 
-def _metadata(version: int = 12) -> Any:
-    return make_request(
-        METADATA,
-        version,
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False,
-    )
-
-
-def _long_poll_fetch(topic: str, wait: datetime.timedelta, version: int = 12) -> Any:
-    partition = make(
-        FETCH,
-        version,
-        "FetchPartition",
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    fetch_topic = make(FETCH, version, "FetchTopic", topic=topic, partitions=(partition,))
-    return make_request(
-        FETCH,
-        version,
-        replica_id=-1,
-        max_wait=wait,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(fetch_topic,),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
 def _produce_one(topic: str, value: bytes, version: int = 9) -> Any:
     batch = records.build_batch([(None, value)], timestamp_ms=1000)
-    partition_data = make(PRODUCE, version, "PartitionProduceData", index=0, records=batch)
-    topic_data = make(
-        PRODUCE, version, "TopicProduceData", name=topic, partition_data=(partition_data,)
-    )
-    return make_request(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    return produce_request(topic, batch, version=version, acks=1)
 
 
 def test_requests_sent_in_one_write_are_answered_in_order(kafka_broker: Broker) -> None:
@@ -81,7 +37,7 @@ def test_requests_sent_in_one_write_are_answered_in_order(kafka_broker: Broker) 
     stream = b""
     for correlation_id, (api_key, version) in enumerate(calls, start=1):
         request = (
-            _metadata(version)
+            metadata_request(version)
             if api_key == METADATA
             else make_request(
                 API_VERSIONS, version, client_software_name="t", client_software_version="0"
@@ -104,8 +60,8 @@ def test_answer_before_a_long_poll_is_not_held_back(kafka_broker: Broker) -> Non
     # The Fetch waits up to 30 s for data. The only data it can get is the record produced
     # below, after the Metadata answer has arrived; a server that held that answer until
     # the Fetch finished would time this socket out instead.
-    stream = encode(METADATA, 12, _metadata(), 1) + encode(
-        FETCH, 12, _long_poll_fetch("waits", datetime.timedelta(seconds=30)), 2
+    stream = encode(METADATA, 12, metadata_request(), 1) + encode(
+        FETCH, 12, fetch_request("waits", version=12, max_wait=datetime.timedelta(seconds=30)), 2
     )
     with RawClient(kafka_broker.bootstrap_servers, timeout=20) as client:
         client.send_bytes(stream)
@@ -133,7 +89,7 @@ def test_a_many_mib_answer_read_slowly_arrives_whole_and_before_the_next(
         for value in values:
             produced = producer.request(PRODUCE, 9, _produce_one("large", value))
             assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
-    fetch = _long_poll_fetch("large", datetime.timedelta(0))
+    fetch = fetch_request("large", version=12)
     fetch = dataclasses.replace(
         fetch,
         max_bytes=64 << 20,
@@ -148,7 +104,7 @@ def test_a_many_mib_answer_read_slowly_arrives_whole_and_before_the_next(
             ),
         ),
     )
-    stream = encode(FETCH, 12, fetch, 1) + encode(METADATA, 12, _metadata(), 2)
+    stream = encode(FETCH, 12, fetch, 1) + encode(METADATA, 12, metadata_request(), 2)
     with RawClient(kafka_broker.bootstrap_servers, timeout=20) as client:
         client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         client.send_bytes(stream)

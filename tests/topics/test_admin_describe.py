@@ -302,7 +302,7 @@ def test_log_dirs_report_the_bytes_each_partition_holds(
     with RawClient(kafka_broker.bootstrap_servers) as client:
         for partition, batches in sent.items():
             for data in batches:
-                produce_batch(client.call, topic, partition, data)
+                produce_batch(client.request, topic, partition, data)
         response = describe_log_dirs(client, version, None)
     assert len({len(b) for batches in sent.values() for b in batches}) == 3
     found = sizes(response)
@@ -326,8 +326,8 @@ def test_log_dirs_describe_only_the_partitions_asked_for(
     topic, other = kafka_topic(partitions=3), kafka_topic(partitions=1)
     data = plain_batch(2, 77)
     with RawClient(kafka_broker.bootstrap_servers) as client:
-        produce_batch(client.call, topic, 1, data)
-        produce_batch(client.call, other, 0, data)
+        produce_batch(client.request, topic, 1, data)
+        produce_batch(client.request, other, 0, data)
         asked = [(topic, [1, 9]), ("no-such-topic", [0]), (other, []), (topic, [2, 1])]
         filtered = describe_log_dirs(client, version, asked)
         nothing = describe_log_dirs(client, version, [])
@@ -343,8 +343,8 @@ def test_log_dirs_count_what_delete_records_left(
     topic = kafka_topic(partitions=1)
     first, second = plain_batch(2, 40), plain_batch(1, 300)
     with RawClient(kafka_broker.bootstrap_servers) as client:
-        produce_batch(client.call, topic, 0, first)
-        produce_batch(client.call, topic, 0, second)
+        produce_batch(client.request, topic, 0, first)
+        produce_batch(client.request, topic, 0, second)
         before = sizes(describe_log_dirs(client, version, [(topic, [0])]))
         client.call(
             DELETE_RECORDS,
@@ -421,7 +421,7 @@ def test_producers_are_listed_with_their_epoch_and_last_sequence(
             base_sequence=0,
         )
         assert produce_idempotent(client, topic, later).error_code == 0
-        produce_batch(client.call, topic, 1, plain_batch(4, 10))
+        produce_batch(client.request, topic, 1, plain_batch(4, 10))
         before = describe_producers(client, version, [(topic, [0, 1, 2])])
         bumped = Producer(second.producer_id, second.epoch + 1)
         assert produce_idempotent(client, topic, batch(bumped, 0, [b"y", b"z"])).error_code == 0
@@ -503,7 +503,7 @@ def test_each_node_describes_the_cluster_and_its_own_partitions(
     data = {p: plain_batch(p + 1, 20) for p in leaders}
     for partition, leader in leaders.items():
         with RawClient(node_address(cluster, leader)) as client:
-            produce_batch(client.call, topic, partition, data[partition])
+            produce_batch(client.request, topic, partition, data[partition])
     for node_id in (0, 1):
         with RawClient(node_address(cluster, node_id)) as client:
             described = describe_partitions(client, 0, [topic])
@@ -524,7 +524,7 @@ def test_log_dirs_name_the_data_directory_and_its_volume(tmp_path: Path) -> None
     with Broker(data_dir=str(tmp_path)) as broker:
         broker.create_topic("kept", 1)
         with RawClient(broker.bootstrap_servers) as client:
-            produce_batch(client.call, "kept", 0, plain_batch(2, 50))
+            produce_batch(client.request, "kept", 0, plain_batch(2, 50))
             response = describe_log_dirs(client, 4, None)
     (result,) = response.results
     assert result.log_dir == str(tmp_path / "logs")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.raw_client import RawClient, make
+from harness.raw_client import RawClient, make, produce_request
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.state.topic_configs import TOPIC_CONFIG_DEFAULTS
@@ -144,16 +144,7 @@ def defaults() -> Described:
 
 def produce(client: RawClient, topic: str, batch: bytes) -> int:
     """Produce one batch to partition 0; the partition's error code."""
-    part = make(PRODUCE, 9, "PartitionProduceData", index=0, records=batch)
-    topic_data = make(PRODUCE, 9, "TopicProduceData", name=topic, partition_data=(part,))
-    response = client.call(
-        PRODUCE,
-        9,
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    response = client.request(PRODUCE, 9, produce_request(topic, batch))
     return int(response.responses[0].partition_responses[0].error_code.value)
 
 

@@ -7,7 +7,6 @@ message.timestamp.after.max.ms against the broker's clock, record by record.
 
 from __future__ import annotations
 
-import datetime
 import struct
 import time
 import uuid
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.raw_client import RawClient, make
+from harness.raw_client import RawClient, create_topics_request, make, produce_request
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.state.topic_configs import TOPIC_CONFIG_DEFAULTS
@@ -140,26 +139,7 @@ def _configs(spec: tuple[str, str]) -> dict[str, str]:
 
 def create_topic(client: RawClient, name: str, configs: dict[str, str]) -> Any:
     """CreateTopics v7 of one topic; its result."""
-    wanted = make(
-        CREATE_TOPICS,
-        7,
-        "CreatableTopic",
-        name=name,
-        num_partitions=1,
-        replication_factor=1,
-        assignments=(),
-        configs=tuple(
-            make(CREATE_TOPICS, 7, "CreatableTopicConfig", name=key, value=value)
-            for key, value in configs.items()
-        ),
-    )
-    response = client.call(
-        CREATE_TOPICS,
-        7,
-        topics=(wanted,),
-        timeout=datetime.timedelta(seconds=5),
-        validate_only=False,
-    )
+    response = client.request(CREATE_TOPICS, 7, create_topics_request([(name, 1, configs)]))
     (result,) = response.topics
     return result
 
@@ -479,16 +459,7 @@ def batch_at(timestamps: Sequence[int]) -> bytes:
 
 def produce(client: RawClient, topic: str, batch: bytes, version: int = 9) -> Any:
     """Produce one batch to partition 0; the partition's response."""
-    part = make(PRODUCE, version, "PartitionProduceData", index=0, records=batch)
-    topic_data = make(PRODUCE, version, "TopicProduceData", name=topic, partition_data=(part,))
-    response = client.call(
-        PRODUCE,
-        version,
-        transactional_id=None,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic_data,),
-    )
+    response = client.request(PRODUCE, version, produce_request(topic, batch, version=version))
     return response.responses[0].partition_responses[0]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import make
+from harness.raw_client import make, produce_request
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
 from tests.sansio import SansIOBroker
 
@@ -86,16 +86,8 @@ def produce(broker: SansIOBroker, pid: int, epoch: int, sequence: int, partition
         base_sequence=sequence,
         attributes=TRANSACTIONAL_FLAG,
     )
-    data = make(PRODUCE, 9, "PartitionProduceData", index=partition, records=batch)
-    topic = make(PRODUCE, 9, "TopicProduceData", name=TOPIC, partition_data=(data,))
-    answer = broker.call(
-        PRODUCE,
-        9,
-        transactional_id="tx",
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic,),
-    )
+    request = produce_request(TOPIC, batch, partition=partition, transactional_id="tx")
+    answer = broker.request(PRODUCE, 9, request)
     return answer.responses[0].partition_responses[0].error_code
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import RawClient, make
+from harness.raw_client import RawClient, make, produce_request
 from minibroker.protocol.records import TRANSACTIONAL_FLAG, build_batch
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import TopicFactory
@@ -97,7 +97,14 @@ def add_settled(client: RawClient, tid: str, pid: int, epoch: int, topic: str, i
 
 
 def produce(
-    client: RawClient, tid: str | None, topic: str, index: int, pid: int, epoch: int, seq: int
+    client: RawClient,
+    tid: str | None,
+    topic: str,
+    index: int,
+    pid: int,
+    epoch: int,
+    seq: int,
+    version: int = 9,
 ) -> Any:
     batch = build_batch(
         [(None, f"v{seq}".encode())],
@@ -109,15 +116,10 @@ def produce(
         base_sequence=seq,
         attributes=TRANSACTIONAL_FLAG,
     )
-    data = make(PRODUCE, 9, "PartitionProduceData", index=index, records=batch)
-    answer = client.call(
-        PRODUCE,
-        9,
-        transactional_id=tid,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=10),
-        topic_data=(make(PRODUCE, 9, "TopicProduceData", name=topic, partition_data=(data,)),),
+    request = produce_request(
+        topic, batch, partition=index, version=version, transactional_id=tid, timeout_ms=10_000
     )
+    answer = client.request(PRODUCE, version, request)
     [partition] = answer.responses[0].partition_responses
     return partition.error_code
 
@@ -277,30 +279,6 @@ def finalized_transaction_version(client: RawClient) -> int:
     return levels.get("transaction.version", 0) if answer.finalized_features_epoch >= 0 else 0
 
 
-def produce_v12(
-    client: RawClient, tid: str | None, topic: str, index: int, pid: int, epoch: int, seq: int
-) -> Any:
-    batch = build_batch(
-        [(None, f"v{seq}".encode())],
-        timestamp_ms=int(time.time() * 1000),
-        producer_id=pid,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        attributes=TRANSACTIONAL_FLAG,
-    )
-    data = make(PRODUCE, 12, "PartitionProduceData", index=index, records=batch)
-    answer = client.call(
-        PRODUCE,
-        12,
-        transactional_id=tid,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=10),
-        topic_data=(make(PRODUCE, 12, "TopicProduceData", name=topic, partition_data=(data,)),),
-    )
-    [partition] = answer.responses[0].partition_responses
-    return partition.error_code
-
-
 def end_v5(
     client: RawClient, tid: str, pid: int, epoch: int, commit: bool
 ) -> tuple[ErrorCode, int, int]:
@@ -375,7 +353,7 @@ def test_transaction_version_2_lives_as_on_kafka(
         pid, epoch = first.producer_id, first.producer_epoch
 
         # Produce v12 opens the transaction; v11 still needs the partition added
-        assert produce_v12(client, tid, topic, 0, pid, epoch, 0) == ErrorCode.none
+        assert produce(client, tid, topic, 0, pid, epoch, 0, version=12) == ErrorCode.none
         error, state, _, partitions = describe(client, tid)
         assert (error, state, partitions) == (ErrorCode.none, "Ongoing", [(topic, [0])])
         assert produce(client, tid, topic, 1, pid, epoch, 0) == ErrorCode.invalid_txn_state
@@ -400,7 +378,7 @@ def test_transaction_version_2_lives_as_on_kafka(
         assert end_v5(client, tid, pid, epoch + 1, commit=True) == refused
         until(lambda: latest(client, topic, 0, READ_COMMITTED) == 2, "the commit marker")
         until(lambda: stable_offset(client, group, topic) == (ErrorCode.none, 5), "the offsets")
-        assert produce_v12(client, tid, topic, 0, pid, epoch, 1) == (
+        assert produce(client, tid, topic, 0, pid, epoch, 1, version=12) == (
             ErrorCode.invalid_producer_epoch
         )
 
@@ -419,7 +397,7 @@ def test_transaction_version_2_lives_as_on_kafka(
 
         # the next transaction at the new epoch starts its sequence at 0, and is aborted
         epoch += 2
-        assert produce_v12(client, tid, topic, 0, pid, epoch, 0) == ErrorCode.none
+        assert produce(client, tid, topic, 0, pid, epoch, 0, version=12) == ErrorCode.none
         assert end_v5(client, tid, pid, epoch, commit=False) == (ErrorCode.none, pid, epoch + 1)
         until(lambda: latest(client, topic, 0, READ_COMMITTED) == 4, "the abort marker")
         read = fetch_committed(client, topic, 0)

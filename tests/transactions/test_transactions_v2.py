@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import make
+from harness.raw_client import make, produce_request
 from minibroker.config import BrokerConfig
 from minibroker.protocol.records import (
     TRANSACTIONAL_FLAG,
@@ -70,16 +70,10 @@ def produce(
         base_sequence=sequence,
         attributes=TRANSACTIONAL_FLAG,
     )
-    data = make(PRODUCE, version, "PartitionProduceData", index=partition, records=batch)
-    topic = make(PRODUCE, version, "TopicProduceData", name=TOPIC, partition_data=(data,))
-    answer = broker.call(
-        PRODUCE,
-        version,
-        transactional_id=tid,
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic,),
+    request = produce_request(
+        TOPIC, batch, partition=partition, version=version, transactional_id=tid
     )
+    answer = broker.request(PRODUCE, version, request)
     code: ErrorCode = answer.responses[0].partition_responses[0].error_code
     return code
 

@@ -148,7 +148,7 @@ def test_list_offsets_v0_answers_a_list_holding_the_offset(
     topic = kafka_topic(partitions=1)
     with RawClient(kafka_broker.bootstrap_servers) as client:
         batch = records.build_batch([(None, b"a"), (None, b"b"), (None, b"c")], timestamp_ms=1)
-        produce_batch(client.call, topic, 0, batch)
+        produce_batch(client.request, topic, 0, batch)
 
         def offsets(name: str, timestamp: int, partition: int = 0) -> tuple[int, list[int]]:
             wanted = make(
