@@ -2,7 +2,7 @@
 
 1. Overhead: the same records read by plain aiokafka (`getmany` in a loop, counting)
    and by `consumer.Consumer` with a trivial handler, interleaved run by run.
-2. Seed 004: three topics, trivial handlers; how many records of the two healthy topics
+2. One topic stopped: three topics, trivial handlers; how many records of the two healthy topics
    are handled in a fixed window when the third topic flows, is paused, or has a
    handler that never returns.
 
@@ -36,12 +36,12 @@ class Plan:
     size: int = 100
     runs: int = 5
     window: float = 2.0
-    seed_records: int = 250_000  # per topic; more than a window can take
+    stopped_records: int = 250_000  # per topic; more than a window can take
 
 
 # The sizes of this benchmark's runs; each bench module has its own (harness.chosen_plan).
 FULL = Plan()
-QUICK = Plan(records=40_000, runs=3, window=1.0, seed_records=40_000)
+QUICK = Plan(records=40_000, runs=3, window=1.0, stopped_records=40_000)
 
 
 async def produce(bootstrap: str, topic: str, count: int, partitions: int, size: int) -> None:
@@ -110,7 +110,7 @@ async def library(bootstrap: str, topic: str, plan: Plan, threaded: bool = False
     return seen / elapsed
 
 
-async def seed_004(bootstrap: str, topics: list[str], mode: str, plan: Plan) -> float:
+async def one_topic_stopped(bootstrap: str, topics: list[str], mode: str, plan: Plan) -> float:
     """Records/s of the two healthy topics over a fixed window; the first topic is
     flowing, paused, or blocked in its handler."""
     slow, *healthy = topics
@@ -154,10 +154,10 @@ async def measure(plan: Plan, log: Any) -> list[str]:
         bootstrap = broker.bootstrap
         broker.create_topic("bench", plan.partitions)
         await produce(bootstrap, "bench", plan.records, plan.partitions, plan.size)
-        seed_topics = ["seed-slow", "seed-a", "seed-b"]
-        for topic in seed_topics:
+        stopped_topics = ["stopped-slow", "stopped-a", "stopped-b"]
+        for topic in stopped_topics:
             broker.create_topic(topic, plan.partitions)
-            await produce(bootstrap, topic, plan.seed_records, plan.partitions, plan.size)
+            await produce(bootstrap, topic, plan.stopped_records, plan.partitions, plan.size)
         log("data written")
 
         rates: dict[str, list[float]] = defaultdict(list)
@@ -166,7 +166,7 @@ async def measure(plan: Plan, log: Any) -> list[str]:
             rates["library"].append(await library(bootstrap, "bench", plan))
             rates["threaded"].append(await library(bootstrap, "bench", plan, threaded=True))
             for mode in ("flowing", "paused", "blocked"):
-                rates[mode].append(await seed_004(bootstrap, seed_topics, mode, plan))
+                rates[mode].append(await one_topic_stopped(bootstrap, stopped_topics, mode, plan))
             log(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items()))
 
     med = {k: statistics.median(v) for k, v in rates.items()}
@@ -193,9 +193,9 @@ async def measure(plan: Plan, log: Any) -> list[str]:
         f"Overhead of the library with an async handler: {overhead:.0%} (target <= 20%: "
         f"{'met' if overhead <= 0.20 else 'not met'}).",
         "",
-        "## Seed 004: one topic stopped, two healthy",
+        "## One topic stopped, two healthy",
         "",
-        f"Three topics of {plan.partitions} partitions, {plan.seed_records:,} records each, "
+        f"Three topics of {plan.partitions} partitions, {plan.stopped_records:,} records each, "
         "trivial handlers, default buffer bounds; records of the two "
         f"healthy topics handled in a {plan.window:.1f} s window.",
         "",

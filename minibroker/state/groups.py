@@ -32,11 +32,7 @@ from functools import lru_cache
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from minibroker.config import BrokerConfig
-from minibroker.protocol.consumer_protocol import (  # noqa: F401  (importable here too)
-    encode_assignment,
-    parse_assignment,
-    parse_subscription,
-)
+from minibroker.protocol.consumer_protocol import parse_subscription
 from minibroker.state import group_rules as rules
 from minibroker.state import offset_store
 from minibroker.state.deadlines import Deadlines

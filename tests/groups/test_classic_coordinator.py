@@ -12,6 +12,7 @@ from minibroker.config import BrokerConfig
 from minibroker.handlers import list_groups, offset_commit, offset_fetch
 from minibroker.handlers.registry import RequestContext
 from minibroker.protocol import messages
+from minibroker.protocol.consumer_protocol import parse_subscription
 from minibroker.state import group_rules as rules
 from minibroker.state.clock import FakeClock
 from minibroker.state.cluster import ClusterState, Node
@@ -22,7 +23,6 @@ from minibroker.state.groups import (
     JoinOutcome,
     Slot,
     java_string_hash,
-    parse_subscription,
     partition_for,
 )
 
