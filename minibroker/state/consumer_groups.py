@@ -483,6 +483,7 @@ class ConsumerGroupCoordinator:
             why,  # pragma: no mutate
         )
         del group.members[member.member_id]
+        self.deadlines.forget(group.group_id, member.member_id)
         instance_id = member.instance_id
         if instance_id is not None and group.static_members.get(instance_id) == member.member_id:
             del group.static_members[instance_id]

@@ -73,19 +73,17 @@ class Deadlines(Generic[K]):
         heap = self._heap
         while heap:
             deadline, _, owner, key = heap[0]
-            if self._is_live(deadline, owner, key):
-                real = actual(owner, key, deadline)
-                if real == deadline:
-                    return deadline
-            else:
-                real = None
+            live = self._is_live(deadline, owner, key)
+            real = actual(owner, key, deadline) if live else None
+            if live and real == deadline:
+                return deadline
             heapq.heappop(heap)
-            if self._is_live(deadline, owner, key):
-                self._unset(owner, key)
-                if real is not None:
-                    self.arm(owner, key, real)
-            else:
+            if not live:
                 self._stale = max(0, self._stale - 1)
+                continue
+            self._unset(owner, key)
+            if real is not None:
+                self.arm(owner, key, real)
         return None
 
     def due(self, now: float, actual: Actual[K]) -> list[tuple[str, K]]:
