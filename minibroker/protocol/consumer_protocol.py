@@ -94,9 +94,9 @@ def parse_subscription(metadata: bytes) -> list[str] | None:
         return None
 
 
-def parse_assignment(data: bytes) -> dict[str, list[int]]:
-    """Topic -> partitions of a ConsumerProtocolAssignment (any version); {} when the
-    bytes are not one (another protocol type, or none yet)."""
+def read_assignment(data: bytes) -> dict[str, list[int]] | None:
+    """Topic -> partitions of a ConsumerProtocolAssignment (any version), or None when the
+    bytes are not one (another protocol type, or none given yet: empty)."""
     try:
         position = 2  # int16 version
         (count,) = struct.unpack_from(">i", data, position)
@@ -113,7 +113,12 @@ def parse_assignment(data: bytes) -> dict[str, list[int]]:
             position += 4 * max(partitions, 0)
         return assigned
     except (struct.error, UnicodeDecodeError):
-        return {}
+        return None
+
+
+def parse_assignment(data: bytes) -> dict[str, list[int]]:
+    """Topic -> partitions of a ConsumerProtocolAssignment; {} when the bytes are not one."""
+    return read_assignment(data) or {}
 
 
 def encode_assignment(assigned: dict[str, list[int]]) -> bytes:

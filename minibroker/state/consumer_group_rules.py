@@ -86,7 +86,9 @@ Offsets (OffsetCommit, OffsetFetch on a consumer group):
 Mixed groups (Kafka 4's default group.consumer.migration.policy, bidirectional):
     Upgrade      a join (epoch 0) to a classic group with members converts it when every
                  member speaks the consumer embedded protocol (protocol type "consumer",
-                 subscriptions that parse); else GROUP_ID_NOT_FOUND. Waiting JoinGroup and
+                 subscriptions that parse) and holds an assignment (one that joined, or
+                 rejoined after the join phase ended, holds none until SyncGroup): else
+                 GROUP_ID_NOT_FOUND, so mid-rebalance it is refused. Waiting JoinGroup and
                  SyncGroup answers are REBALANCE_IN_PROGRESS; each classic member becomes a
                  classic member of the consumer group at the generation as its epoch, with
                  what it was assigned as its assignment and target, and the group epoch is

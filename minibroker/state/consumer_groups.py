@@ -256,10 +256,8 @@ class ConsumerGroupCoordinator:
             if member_epoch != rules.JOIN_EPOCH:
                 return _fail(rules.GROUP_ID_NOT_FOUND, self._not_found(group_id, member_epoch))
             if self.offsets.has_members(group_id):
-                if not self.offsets.convertible(group_id):
-                    return _fail(
-                        rules.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
-                    )
+                if refused := self.offsets.upgrade_refused(group_id):
+                    return _fail(rules.GROUP_ID_NOT_FOUND, refused)
                 group = self._upgrade(now, group_id)
             else:
                 # A new group starts at epoch 1 (Kafka's too): epoch 0 is a joining member's.

@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from minibroker.config import BrokerConfig
-from minibroker.protocol.consumer_protocol import parse_subscription
+from minibroker.protocol.consumer_protocol import parse_subscription, read_assignment
 from minibroker.state import group_rules as rules
 from minibroker.state import offset_store
 from minibroker.state.deadlines import Deadlines
@@ -954,18 +954,26 @@ class GroupCoordinator:
             group.had_members = True
             self._arm_expiry(group)
 
-    def convertible(self, group_id: str) -> bool:
-        """Whether a classic group with members may become a consumer-protocol group (an
-        online upgrade): every member speaks the consumer embedded protocol."""
-        group = self.groups.get(group_id)
-        return (
-            group is not None
-            and bool(group.members)
-            and group.state is not GroupState.DEAD
-            and group.protocol_type == "consumer"
-            and all(parse_subscription(m.metadata_for(m.protocols[0][0])) is not None
-                    for m in group.members.values() if m.protocols)
-        )  # fmt: skip
+    def upgrade_refused(self, group_id: str) -> str | None:
+        """Why a classic group with members may not become a consumer-protocol group (an
+        online upgrade), or None when it may: every member speaks the consumer embedded
+        protocol and holds an assignment (one that joined, or rejoined after the join
+        phase ended, holds none until SyncGroup). The reasons are Kafka's messages."""
+        group = self.groups[group_id]
+        cannot = f"Cannot upgrade classic group {group_id} to consumer group"
+        if not group.members or group.state is GroupState.DEAD:
+            return f"{cannot}: it has no members yet."
+        if group.protocol_type != "consumer":
+            return f"{cannot} because the group does not use the consumer embedded protocol."
+        for member in group.members.values():
+            if not member.protocols:
+                continue
+            if (
+                parse_subscription(member.metadata_for(member.protocols[0][0])) is None
+                or read_assignment(member.assignment) is None
+            ):
+                return f"{cannot} because the embedded consumer protocol is malformed."
+        return None
 
     def hand_over(self, group_id: str) -> tuple[int, list[Member]]:
         """An online upgrade: the group's members leave this coordinator (waiting joins

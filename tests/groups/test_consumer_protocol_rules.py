@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from minibroker.config import BrokerConfig
-from minibroker.protocol.consumer_protocol import parse_assignment
+from minibroker.protocol.consumer_protocol import encode_assignment, parse_assignment
 from minibroker.state import consumer_group_rules as rules
 from minibroker.state import group_rules as classic_rules
 from minibroker.state.consumer_group_rules import ConsumerGroupState, MemberState, reconcile
@@ -255,10 +255,37 @@ def test_a_classic_group_of_another_protocol_type_is_not_taken_over() -> None:
     assert "g" not in h.coordinator.groups
 
 
+def _classic_sync(h: Harness, assignment: bytes) -> str:
+    """The group's one classic member syncs as its leader, given `assignment`."""
+    group = h.offsets.groups["g"]
+    (member_id,) = group.members
+    slot = h.offsets.sync(
+        h.now, group_id="g", generation=group.generation, member_id=member_id,
+        group_instance_id=None, protocol_type="consumer", protocol_name="range",
+        assignments=[(member_id, assignment)],
+    )  # fmt: skip
+    assert slot.result is not None and slot.result.error == rules.NONE
+    return member_id
+
+
+def test_a_classic_group_mid_rebalance_is_not_upgraded() -> None:
+    h = Harness()
+    _classic_join(h, "consumer")  # joined; no assignment until SyncGroup
+    outcome = h.beat("x")
+    assert outcome.error == rules.GROUP_ID_NOT_FOUND
+    assert outcome.message == (
+        "Cannot upgrade classic group g to consumer group because the embedded consumer "
+        "protocol is malformed."
+    )
+    assert "g" not in h.coordinator.groups
+    _classic_sync(h, encode_assignment({"t": [0, 1, 2, 3, 4, 5]}))
+    assert h.beat("x").error == rules.NONE  # once synced, the same join converts it
+
+
 def test_a_classic_consumer_group_is_upgraded_with_its_members() -> None:
     h = Harness()
     _classic_join(h, "consumer")
-    (classic_id,) = h.offsets.groups["g"].members
+    classic_id = _classic_sync(h, encode_assignment({}))
     generation = h.offsets.groups["g"].generation
     joined = h.beat("x")
     assert joined.error == rules.NONE
