@@ -1,7 +1,8 @@
 """Long fuzz run against a child broker: `python tools/fuzz.py --mutations 1000000 --seed 7`.
 
 Captures a corpus from real clients (or loads one saved with --save-corpus), then sends
-mutated frames to `python -m minibroker` in a child process and prints progress and a
+mutated frames to `python -m minibroker` in a child process (with a data directory and
+ACLs on: harness/fuzz/run.py, attacked_broker_settings) and prints progress and a
 summary line. Exit status 1 if the broker died, hung or lost data, 2 if it only logged
 ERRORs (each reported with a frame that reproduces it).
 The engine is harness/fuzz/; the CI test runs the same with fewer mutations.

@@ -200,7 +200,10 @@ def capture_corpus(timeout: float = 120.0) -> Corpus:
 
     loop = LoopThread()
     try:
-        with Broker(advertised_host=CAPTURE_HOST) as broker:
+        # ACLs on, the capturing clients super users: the security admin APIs answer.
+        with Broker(
+            advertised_host=CAPTURE_HOST, acls_enabled=True, super_users="User:ANONYMOUS"
+        ) as broker:
             proxy = FrameRecorder((CAPTURE_HOST, broker.port), ("127.0.0.1", broker.port))
             loop.run(proxy.start())
             bootstrap = f"{CAPTURE_HOST}:{broker.port}"
@@ -499,6 +502,7 @@ def _confluent_scenarios(bootstrap: str, tag: str, steps: _Steps) -> None:
         "consumer-protocol group", lambda: _ck_consumer_protocol(bootstrap, topic, group + "-848")
     )
     steps.run("transactions", lambda: _ck_transactions(bootstrap, topic, tag))
+    steps.run("acls and credentials", lambda: _ck_security(bootstrap, topic, tag))
     steps.run("admin", lambda: _ck_admin(bootstrap, f"fz-ck-admin-{tag}", topic, group, steps))
 
 
@@ -625,6 +629,50 @@ def _ck_transactions(bootstrap: str, topic: str, tag: str) -> None:
         reader.offsets_for_times([TopicPartition(topic, 0, -1)], timeout=10)
     finally:
         reader.close()
+
+
+def _ck_security(bootstrap: str, topic: str, tag: str) -> None:
+    """ACLs created, described and deleted (literal and prefixed, allow and deny), and SCRAM
+    credentials set, described and deleted: the frames of the security admin APIs."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient(_confluent_common(bootstrap))
+    user = f"User:fz-{tag}"
+    bindings = [
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, user, "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.GROUP, "fz-", ResourcePatternType.PREFIXED, user, "127.0.0.1",
+                   AclOperation.DESCRIBE, AclPermissionType.DENY),
+    ]  # fmt: skip
+    for future in admin.create_acls(bindings, request_timeout=10).values():
+        future.result(10)
+    any_of_user = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, user, None,
+                                   AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    admin.describe_acls(any_of_user, request_timeout=10).result(10)
+    for future in admin.delete_acls([any_of_user], request_timeout=10).values():
+        future.result(10)
+    name = f"fz-{tag}"
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    upsert = UserScramCredentialUpsertion(name, info, b"password", b"salt-of-16-bytes")
+    for future in admin.alter_user_scram_credentials([upsert], request_timeout=10).values():
+        future.result(10)
+    for future in admin.describe_user_scram_credentials([name], request_timeout=10).values():
+        future.result(10)
+    deletion = UserScramCredentialDeletion(name, ScramMechanism.SCRAM_SHA_256)
+    for future in admin.alter_user_scram_credentials([deletion], request_timeout=10).values():
+        future.result(10)
 
 
 def _ck_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) -> None:

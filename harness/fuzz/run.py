@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,8 +130,42 @@ async def fuzz(
     progress_every: float = 5.0,
     broker_settings: Mapping[str, Any] | None = None,
 ) -> FuzzReport:
-    """Capture-independent part of a run: child broker, sentinel, campaign, checks, replays."""
-    broker, log = start_child(**dict(broker_settings or {}))
+    """Capture-independent part of a run: child broker, sentinel, campaign, checks, replays.
+    Without `broker_settings` the broker is `attacked_broker_settings`' own."""
+    with tempfile.TemporaryDirectory(prefix="minibroker-fuzz-") as data_dir:
+        settings = attacked_broker_settings(Path(data_dir))
+        return await _fuzz(
+            corpus, seed, mutations, concurrency=concurrency, timeout=timeout,
+            long_poll_cap=long_poll_cap, start=start, replay=replay, progress=progress,
+            progress_every=progress_every,
+            broker_settings=settings if broker_settings is None else broker_settings,
+        )  # fmt: skip
+
+
+def attacked_broker_settings(data_dir: Path) -> dict[str, Any]:
+    """The broker a campaign attacks: one that keeps a data directory (so mutated
+    produces, transaction markers, producer state and group offsets go through the
+    storage code) and has ACLs on with the plaintext principal a super user (mutated
+    CreateAcls, DescribeAcls and DeleteAcls go through the ACL store while the campaign's
+    own requests stay allowed)."""
+    return {"data_dir": str(data_dir), "acls_enabled": True, "super_users": "User:ANONYMOUS"}
+
+
+async def _fuzz(
+    corpus: Corpus,
+    seed: int,
+    mutations: int,
+    *,
+    concurrency: int,
+    timeout: float,
+    long_poll_cap: float,
+    start: int,
+    replay: bool,
+    progress: Callable[[CampaignResult], None] | None,
+    progress_every: float,
+    broker_settings: Mapping[str, Any],
+) -> FuzzReport:
+    broker, log = start_child(**dict(broker_settings))
     try:
         versions = await api_version_ranges(broker.bootstrap)
         await warm_up(broker.bootstrap, corpus.frames)

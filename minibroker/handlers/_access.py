@@ -48,7 +48,8 @@ def _transactional_id(ctx: RequestContext, operation: Operation, txn_id: str) ->
 
 
 def _find_coordinator(ctx: RequestContext, request: Any) -> ErrorCode | None:
-    keys = getattr(request, "coordinator_keys", None) or (request.key,)
+    # v4+ lists its keys (perhaps none); earlier versions name one.
+    keys = request.coordinator_keys if hasattr(request, "coordinator_keys") else (request.key,)
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     for key in keys:
         refused = (
