@@ -1,6 +1,7 @@
 """Hostile-client benchmark: every attack of harness/attack_catalogue.py, measured.
 
     python -m bench.hostile [--quick] [--runs N] [--slow] [--only TEXT] [--kill-margin MIB]
+                            [--against minibroker|kafka-jvm]
 
 Each attack runs against a fresh `python -m minibroker` in a child process (the settings
 are the regression tests' own, small timeouts included), while an honest producer in a
@@ -31,7 +32,11 @@ from harness.attacks import Measurement, MiB, Scenario, measure
 
 
 def run_all(
-    scenarios: list[Scenario], runs: int, kill_margin: int, log: Callable[[str], None]
+    scenarios: list[Scenario],
+    runs: int,
+    kill_margin: int,
+    log: Callable[[str], None],
+    against: str = "minibroker",
 ) -> tuple[Samples, dict[str, list[Measurement]]]:
     samples = Samples()
     results: dict[str, list[Measurement]] = {s.name: [] for s in scenarios}
@@ -39,7 +44,7 @@ def run_all(
         for scenario in scenarios:
             log(f"run {run + 1}/{runs}: {scenario.name}")
             started = time.perf_counter()
-            m = measure(scenario, kill_margin=kill_margin)
+            m = measure(scenario, kill_margin=kill_margin, against=against)
             log(f"  {time.perf_counter() - started:.1f} s  " + m.describe().replace("\n", "\n  "))
             results[scenario.name].append(m)
             samples.add("baseline", scenario.name, m.baseline.wall)
@@ -99,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", help="only attacks whose name contains this text")
     parser.add_argument(
+        "--against",
+        choices=("minibroker", "kafka-jvm"),
+        default="minibroker",
+        help="the attacked broker: minibroker, or Apache Kafka 4.x from its jars for "
+        "reference (attacks without a counterpart there are left out)",
+    )
+    parser.add_argument(
         "--kill-margin",
         type=int,
         default=3072,
@@ -110,14 +122,16 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = [
         s
         for s in SCENARIOS
-        if (args.slow or not s.slow) and (args.only is None or args.only in s.name)
+        if (args.slow or not s.slow)
+        and (args.only is None or args.only in s.name)
+        and (args.against == "minibroker" or s.kafka_settings is not None)
     ]
     if not scenarios:
         parser.error("no attack matches")
 
     load_before = load_average()
     started = time.perf_counter()
-    samples, results = run_all(scenarios, runs, args.kill_margin * MiB, log)
+    samples, results = run_all(scenarios, runs, args.kill_margin * MiB, log, args.against)
     elapsed = time.perf_counter() - started
     print(
         f"`python -m bench.hostile`, {runs} run(s) per attack, {time.strftime('%Y-%m-%d')}, "

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.child_broker import ChildBroker
+from harness.child_broker import ChildBroker, status_kib
 from harness.raw_client import (
     RawClient,
     encode,
@@ -473,6 +473,72 @@ class Target:
         self.stop()
 
 
+class _JvmProcess:
+    """Apache Kafka from its jars (minibroker.testing's `kafka-jvm` backend), with the
+    process interface of ChildBroker that Target uses."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        from minibroker.testing.real_kafka import RealKafka
+
+        self.kafka = RealKafka("4", settings=settings)
+        self.bootstrap = ""
+
+    def start(self) -> None:
+        self.bootstrap = self.kafka.start().bootstrap_servers
+
+    @property
+    def pid(self) -> int:
+        return self.kafka.pid
+
+    @property
+    def process(self) -> Any:
+        return self.kafka._process
+
+    def alive(self) -> bool:
+        process = self.process
+        return process is not None and process.poll() is None
+
+    def returncode(self) -> int | None:
+        process = self.process
+        return None if process is None else process.poll()
+
+    def rss_bytes(self) -> int:
+        return status_kib(self.pid, "VmRSS") * 1024
+
+    def peak_rss_bytes(self) -> int:
+        return status_kib(self.pid, "VmHWM") * 1024
+
+    def stop(self) -> None:
+        self.kafka.stop()
+
+
+class KafkaTarget(Target):
+    """Apache Kafka 4.x as the attacked broker, for reference figures beside minibroker's
+    (`python -m bench.hostile --against kafka-jvm`). Its settings are Kafka's properties;
+    the attack's topics are created once it serves."""
+
+    def __init__(self, kill_above: int, kafka_settings: dict[str, str]) -> None:
+        self.broker = _JvmProcess(kafka_settings)  # type: ignore[assignment]
+        self.kill_above = kill_above
+        self.killed = None
+        self.max_rss_seen = 0
+        self.output = []
+        self._stop = threading.Event()
+        self._threads = []
+
+    def start(self) -> Target:
+        self.broker.start()
+        service = self.broker.kafka.service  # type: ignore[attr-defined]
+        for spec in TOPICS:
+            name, partitions = spec.split(":")
+            service.create_topic(name, int(partitions))
+        self._spawn(self._watch)
+        return self
+
+    def log_text(self) -> str:
+        return str(self.broker.kafka.output())  # type: ignore[attr-defined]
+
+
 # --- measuring one attack ---------------------------------------------------------------
 
 
@@ -687,14 +753,27 @@ class Scenario:
     allowance: int = MEMORY_ALLOWANCE
     slow: bool = False
     summary: str = ""
+    # Apache Kafka's properties for the same attack (`against="kafka-jvm"`); None where
+    # the attack has no counterpart there.
+    kafka_settings: dict[str, str] | None = field(default_factory=dict)
 
 
-def measure(scenario: Scenario, kill_margin: int = 512 * MiB) -> Measurement:
-    """Run one attack against a fresh child broker; the watchdog kills the broker once its
-    RSS passes baseline + stored data + allowance + `kill_margin`."""
+def measure(
+    scenario: Scenario, kill_margin: int = 512 * MiB, against: str = "minibroker"
+) -> Measurement:
+    """Run one attack against a fresh child broker (or Apache Kafka 4.x from its jars,
+    `against="kafka-jvm"`); the watchdog kills the broker once its RSS passes baseline +
+    stored data + allowance + `kill_margin`."""
     raise_fd_limit()
     m = Measurement(scenario.name, allowance=scenario.allowance)
-    with Target(kill_above=8 * 1024 * MiB, **scenario.settings) as target:
+    target: Target
+    if against == "kafka-jvm":
+        if scenario.kafka_settings is None:
+            raise ValueError(f"{scenario.name}: no counterpart on Apache Kafka")
+        target = KafkaTarget(8 * 1024 * MiB, scenario.kafka_settings)
+    else:
+        target = Target(kill_above=8 * 1024 * MiB, **scenario.settings)
+    with target:
         keep_stored = produce_values(target.bootstrap, KEEP_TOPIC, KEEP_VALUES)
         with HonestProbe(target.bootstrap) as probe:
             run = Run(target, probe, m)
