@@ -24,8 +24,15 @@ def quoted(text: str) -> str:
     return repr(text)
 
 
+MAX_MESSAGE_CHARS = 1_000
+
+
 class TopicError(Exception):
     def __init__(self, error_code: int, message: str) -> None:
+        # Messages quote what clients sent (config values too), and a legacy response
+        # string holds at most 32,767 bytes: a longer message could not be answered.
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS] + "..."
         super().__init__(message)
         self.error_code = error_code
         self.message = message

@@ -83,6 +83,15 @@ def test_a_refused_topic_reports_no_configs(version: int) -> None:
     assert result.configs is None
 
 
+@pytest.mark.parametrize("version", [3, 7])
+def test_a_huge_invalid_config_value_is_answered_with_a_short_message(version: int) -> None:
+    # The message quotes the value; a legacy response string holds at most 32,767 bytes.
+    result = create(SansIOBroker(), version, "orders", **{"retention.ms": "x" * 32_000})
+    assert result.error_code.value == INVALID_CONFIG
+    assert result.error_message.startswith("Invalid value xxx")
+    assert len(result.error_message) < 2_000
+
+
 def test_before_v5_results_have_no_configs() -> None:
     result = create(SansIOBroker(), 4, "orders")
     assert result.error_code.value == NONE
