@@ -561,17 +561,20 @@ def _read_wide(bootstrap: str, partitions: int, per_request: int = 500) -> dict[
 
 
 def one_record_per_partition(
-    partitions: int = WIDE_PARTITIONS, check_every: int = 250
+    partitions: int = WIDE_PARTITIONS, check_every: int = 250, per_second: float = 200.0
 ) -> Callable[[Run], None]:
     """With a data directory and an open-files limit below the partition count: one
     record produced to each partition, a new client checked every `check_every` produces,
-    then every record read back."""
+    then every record read back. The produces are paced (`per_second`): the attack is on
+    descriptors, and one client producing flat out would take half the broker by itself."""
 
     def attack(run: Run) -> None:
         refused: dict[int, int] = {}
         unanswered = 0
         with run.during_action(2.0), RawClient(run.bootstrap, timeout=30) as client:
+            started = time.monotonic()
             for index in range(partitions):
+                time.sleep(max(0.0, started + index / per_second - time.monotonic()))
                 batch = records.build_batch([(None, _wide_value(index))], timestamp_ms=1000)
                 request = produce_request(WIDE_TOPIC, batch, partition=index, acks=1)
                 codes = produce_codes(client.request(PRODUCE, 9, request))
