@@ -245,20 +245,29 @@ class DataDir:
     def close(self) -> None:
         """Sync everything, checkpoint each partition (storage/checkpoint.py) and release
         the directory (a later open takes it again)."""
+        try:
+            self.sync()
+        except OSError as exc:
+            self.storage_error("syncing at the stop", exc)
+        for stores in self._stores.values():
+            for store in stores:
+                with contextlib.suppress(OSError):  # its sync failed just above
+                    store.close()
+        try:
+            self._write_checkpoints()
+            self._write_transactions()
+        except OSError as exc:
+            log.warning(
+                "data directory %s: checkpoints not written (%s); the next start reads "
+                "the segments",
+                self.path,
+                exc,
+            )
         unlogged = self.storage_errors.unlogged()
         if unlogged:
             log.error(
                 "data directory %s: %d storage errors since the last report", self.path, unlogged
             )
-        with contextlib.suppress(OSError):
-            self.sync()
-        for stores in self._stores.values():
-            for store in stores:
-                with contextlib.suppress(OSError):
-                    store.close()
-        with contextlib.suppress(OSError):
-            self._write_checkpoints()
-            self._write_transactions()
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
