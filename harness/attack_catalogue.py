@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import resource
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from harness.attacks import (
     DATA_BATCHES,
     DATA_TOPIC,
     FETCH,
+    FRESH_DATA_DIR,
     INVALID_PARTITIONS,
     KEEP_TOPIC,
     LIST_GROUPS,
@@ -32,6 +34,7 @@ from harness.attacks import (
     POLICY_VIOLATION,
     PRODUCE,
     QUIET_TOPIC,
+    TOPICS,
     MiB,
     Run,
     Scenario,
@@ -526,6 +529,78 @@ def mass_create(
     return attack
 
 
+# --- 9. descriptors ---------------------------------------------------------------------
+
+WIDE_TOPIC = "wide"
+WIDE_PARTITIONS = 1500
+OPEN_FILES = 1024  # the child's limit of open descriptors, below WIDE_PARTITIONS
+
+
+def _wide_value(index: int) -> bytes:
+    return b"wide-%04d" % index
+
+
+def _read_wide(bootstrap: str, partitions: int, per_request: int = 500) -> dict[int, list[bytes]]:
+    """Every value of every partition of WIDE_TOPIC, by partition."""
+    found: dict[int, list[bytes]] = {}
+    with RawClient(bootstrap, timeout=30) as client:
+        for first in range(0, partitions, per_request):
+            wanted = range(first, min(first + per_request, partitions))
+            request = fetch_request(
+                WIDE_TOPIC, wanted, max_bytes=64 * MiB, partition_max_bytes=64 * 1024
+            )
+            for topic in client.request(FETCH, 11, request).responses:
+                for partition in topic.partitions:
+                    data = bytes(partition.records or b"")
+                    found[partition.partition_index] = [
+                        record.value or b""
+                        for _, batch in records.split_batches(data)
+                        for record in records.iter_records(batch)
+                    ]
+    return found
+
+
+def one_record_per_partition(
+    partitions: int = WIDE_PARTITIONS, check_every: int = 250, per_second: float = 200.0
+) -> Callable[[Run], None]:
+    """With a data directory and an open-files limit below the partition count: one
+    record produced to each partition, a new client checked every `check_every` produces,
+    then every record read back. The produces are paced (`per_second`): the attack is on
+    descriptors, and one client producing flat out would take half the broker by itself."""
+
+    def attack(run: Run) -> None:
+        refused: dict[int, int] = {}
+        unanswered = 0
+        with run.during_action(2.0), RawClient(run.bootstrap, timeout=30) as client:
+            started = time.monotonic()
+            for index in range(partitions):
+                time.sleep(max(0.0, started + index / per_second - time.monotonic()))
+                batch = records.build_batch([(None, _wide_value(index))], timestamp_ms=1000)
+                request = produce_request(WIDE_TOPIC, batch, partition=index, acks=1)
+                codes = produce_codes(client.request(PRODUCE, 9, request))
+                if codes != [0]:
+                    refused[codes[0]] = refused.get(codes[0], 0) + 1
+                if (
+                    index % check_every == check_every - 1
+                    and first_served(run.bootstrap, 5.0) is None
+                ):
+                    unanswered += 1
+        run.fact(f"{partitions - sum(refused.values()):,} of {partitions:,} produces acknowledged")
+        if refused:
+            run.problem(f"produces refused, by error code: {refused}")
+        if unanswered:
+            run.problem(f"{unanswered} new client(s) not answered within 5 s during the produces")
+        stored = _read_wide(run.bootstrap, partitions)
+        wrong = [i for i in range(partitions) if stored.get(i) != [_wide_value(i)]]
+        run.fact(f"{partitions - len(wrong):,} of {partitions:,} records read back")
+        if wrong:
+            run.problem(f"{len(wrong):,} partitions do not hold their record (first {wrong[0]})")
+        if first_served(run.bootstrap, 5.0) is None:
+            run.problem("a new client was not answered within 5 s after the produces")
+
+    return attack
+
+
 # --- 8. nulls ---------------------------------------------------------------------------
 
 
@@ -748,6 +823,17 @@ SCENARIOS: list[Scenario] = [
         "7 CreateTopics 3 x 100,000 partitions", 7, mass_create(3, 100_000), summary="creation"
     ),
     Scenario("8 null arrays, every API and version", 8, nulls, summary="nulls"),
+    Scenario(
+        "9 one record to each of 1,500 partitions, open files 1,024",
+        9,
+        one_record_per_partition(),
+        {
+            "data_dir": FRESH_DATA_DIR,
+            "topics": [*TOPICS, f"{WIDE_TOPIC}:{WIDE_PARTITIONS}"],
+            "rlimits": {resource.RLIMIT_NOFILE: OPEN_FILES},
+        },
+        summary="segment files within the descriptor limit",
+    ),
 ]
 
 

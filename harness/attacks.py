@@ -31,11 +31,13 @@ import functools
 import os
 import resource
 import select
+import shutil
 import socket
 import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -82,6 +84,8 @@ TEST_DURING_RATIO = 0.35
 TEST_AFTER_RATIO = 0.6
 # Honest answers before the baseline: enough for the first requests' one-off costs.
 WARM_UP_ANSWERS = 200
+# A scenario's data_dir setting that stands for a fresh directory, removed afterwards.
+FRESH_DATA_DIR = "<fresh>"
 
 
 def raise_fd_limit(wanted: int = 8192) -> None:
@@ -366,6 +370,9 @@ class Target:
 
     def __init__(self, kill_above: int, **settings: Any) -> None:
         settings.setdefault("topics", TOPICS)
+        self.data_dir: str | None = None
+        if settings.get("data_dir") == FRESH_DATA_DIR:
+            self.data_dir = settings["data_dir"] = tempfile.mkdtemp(prefix="minibroker-attack-")
         self.broker = ChildBroker(**settings)
         self.kill_above = kill_above
         self.killed: str | None = None
@@ -465,6 +472,8 @@ class Target:
         self.broker.stop()
         for thread in self._threads:
             thread.join(5)
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> Target:
         return self.start()

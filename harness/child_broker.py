@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -54,6 +55,8 @@ class ChildBroker:
     "inherit": a test that makes the child log much must read them (as tests/hardening
     does), or a full pipe blocks the child's event loop.
 
+    `rlimits` sets the child's resource limits, soft and hard (e.g. {RLIMIT_NOFILE: 1024}).
+
     `own_session` puts the child in a session of its own (Ctrl-C then reaches only this
     program, which stops it) and has the kernel kill it when this process dies.
     """
@@ -66,6 +69,7 @@ class ChildBroker:
         cwd: str | Path | None = None,
         stderr: Literal["pipe", "inherit"] | Path = "pipe",
         own_session: bool = False,
+        rlimits: Mapping[int, int] | None = None,
         **settings: Any,
     ) -> None:
         self.args = [sys.executable, "-m", "minibroker", *broker_args(**settings), *extra_args]
@@ -73,6 +77,7 @@ class ChildBroker:
         self.cwd = cwd
         self.stderr = stderr
         self.own_session = own_session
+        self.rlimits = dict(rlimits or {})
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
         self.listeners: dict[str, str] = {}  # listener name -> its bootstrap servers
@@ -95,9 +100,16 @@ class ChildBroker:
             text=True,
             env=self.env,
             start_new_session=self.own_session,
-            preexec_fn=die_with_parent if self.own_session else None,
+            preexec_fn=self._prepare_child if self.own_session or self.rlimits else None,
         )
         return self
+
+    def _prepare_child(self) -> None:
+        """Run in the child before it starts Python (preexec_fn)."""
+        for limit, value in self.rlimits.items():
+            resource.setrlimit(limit, (value, value))
+        if self.own_session:
+            die_with_parent()
 
     def wait_ready(self, timeout: float = 20.0) -> ChildBroker:
         """Read the child's stdout until it says where it listens; stop it after `timeout`."""

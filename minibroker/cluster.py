@@ -202,7 +202,12 @@ class Cluster(RunsInThread):
         if self.config.data_dir is None:
             return
         if self._data_dir is None:
-            self._data_dir = DataDir(self.config.data_dir, self.config.log_flush)
+            self._data_dir = DataDir(
+                self.config.data_dir,
+                self.config.log_flush,
+                max_open_segment_files=self.config.max_open_segment_files,
+                connections=self.config.max_connections * len(self.nodes),
+            )
         self._data_dir.open(self.state, [node.node_id for node in self.nodes])
 
     async def _flush_every_interval(self, data_dir: DataDir) -> None:
@@ -211,8 +216,8 @@ class Cluster(RunsInThread):
             await asyncio.sleep(interval)
             try:
                 data_dir.sync()
-            except OSError:
-                log.exception("data directory sync failed")
+            except OSError as exc:
+                data_dir.storage_error("syncing", exc)
 
     async def __aenter__(self: Self) -> Self:
         return await self.start()

@@ -228,6 +228,12 @@ class BrokerConfig:
     log_flush_interval_ms: int = _setting(
         1000, "how often log_flush=interval fsyncs what was written (log.flush.interval.ms)"
     )
+    max_open_segment_files: int = _setting(
+        0,
+        "with data_dir, segment files kept open at once; past it the least recently used "
+        "is closed and reopened when needed. 0: half of the open-files limit (ulimit -n) "
+        "left after 64 for the broker's own files",
+    )
 
     record_requests: bool = _setting(
         False,
@@ -423,6 +429,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "connection_failed_authentication_delay_ms": 0,
     "log_retention_check_interval_ms": 1,
     "log_flush_interval_ms": 1,
+    "max_open_segment_files": 0,
     "log_cleaner_backoff_ms": 1,
 }
 

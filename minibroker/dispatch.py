@@ -335,7 +335,7 @@ class Dispatcher:
                 storage.request_done()
             except OSError as exc:
                 # Not known to be on disk: no answer, so the client does not count on it.
-                log.error("node %d: data directory sync failed: %s", self.node_id, exc)
+                storage.storage_error(f"node {self.node_id}: syncing before an answer", exc)
                 raise CloseConnection(f"data directory sync failed: {exc}") from exc
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

@@ -16,6 +16,7 @@ import logging
 import sys
 from collections import deque
 
+from minibroker.accept_guard import AcceptGuard
 from minibroker.config import PLAINTEXT, SSL, Listener
 from minibroker.dispatch import (
     CloseConnection,
@@ -87,6 +88,8 @@ class NodeServer:
         self._memory_waiters: set[_Connection] = set()  # muted until the budget frees
         self._tasks: set[asyncio.Task[None]] = set()  # outlive their connection briefly
         self._sweeper: asyncio.Task[None] | None = None
+        # Reports accept() failing for want of descriptors once, not per failure.
+        self.accept_guard = AcceptGuard(f"broker {node_id}")
         # Seconds every answer of this node waits before it leaves (Cluster.set_latency).
         self.latency = 0.0
 
@@ -146,11 +149,13 @@ class NodeServer:
             )
         )
         self.cluster.on_change.append(self.waiters.fire)
+        self.accept_guard.watch(loop, [sock for s in self._servers for sock in s.sockets])
         self._sweeper = loop.create_task(self._sweep(), name=f"node-{self.node_id}-sweep")
 
     async def stop(self) -> None:
         if not self._servers:
             return
+        self.accept_guard.unwatch()
         for server in self._servers:
             server.close()
         if self._sweeper is not None:

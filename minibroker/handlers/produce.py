@@ -264,6 +264,8 @@ def _append(
     try:
         result = partition.log.append(header, batch, log_append_time_ms=append_time)
     except OSError as exc:  # the data directory's disk refused the write
+        if ctx.cluster.storage is not None:
+            ctx.cluster.storage.storage_error(f"writing to {topic.name}-{index}", exc)
         raise _Rejected(ErrorCode.kafka_storage_error, f"cannot write the batch: {exc}") from exc
     partition.producers.record(header, result.base_offset)
     return result.base_offset, result.log_append_time

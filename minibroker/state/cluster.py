@@ -56,6 +56,9 @@ class Storage(Protocol):
         """(total, usable) bytes of the volume holding the logs."""
         ...
 
+    def storage_error(self, what: str, exc: OSError) -> None:
+        """A write or sync the disk refused, answered with an error: logged, rate-limited."""
+
 
 @dataclass(slots=True)
 class Node:

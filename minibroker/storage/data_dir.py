@@ -35,6 +35,12 @@ Rules:
   initializes again and gets a new producer id.
 - Group membership is not kept: members rejoin after a restart, as after a coordinator
   move, and find their committed offsets. Offset expiry counts from the restart.
+- At most `max_open_segment_files` segment files are open at once across the partitions
+  (storage/open_files.py); a directory whose setting would leave no descriptors for the
+  listener and clients under the process's limit is refused.
+- A write or sync the disk refuses is logged with the file and the cause: the first at
+  once, then one line per STORAGE_ERROR_LOG_INTERVAL seconds counting the others, so a
+  full disk shows in the log without a line per request.
 """
 
 from __future__ import annotations
@@ -45,7 +51,9 @@ import fcntl
 import json
 import logging
 import os
+import resource
 import shutil
+import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,8 +66,21 @@ from minibroker.state.offset_store import CommittedOffset
 from minibroker.state.producers import PartitionProducers
 from minibroker.state.topics import Partition, Topic
 from minibroker.storage import checkpoint
+from minibroker.storage.open_files import (
+    DescriptorPlan,
+    OpenFiles,
+    default_open_segment_files,
+)
 from minibroker.storage.segmented_log import SegmentedLog
-from minibroker.storage.segments import SUFFIX, RecoveredBatch, SegmentStore, recover, replace_file
+from minibroker.storage.segments import (
+    SUFFIX,
+    RecoveredBatch,
+    Segment,
+    SegmentStore,
+    recover,
+    replace_file,
+)
+from minibroker.throttled_log import ThrottledLog
 
 log = logging.getLogger("minibroker.storage")
 
@@ -67,6 +88,7 @@ LAYOUT_VERSION = 1
 PRODUCER_ID_BLOCK = 1000
 SCRAM_FILE = "scram-credentials.json"
 TRANSACTIONS_FILE = "transactions.json"
+STORAGE_ERROR_LOG_INTERVAL = 10.0  # seconds between the lines counting storage errors
 
 OffsetKey = tuple[str, int]
 
@@ -75,12 +97,33 @@ class DataDirError(Exception):
     """The directory cannot be used (taken by another broker, unknown layout, unreadable)."""
 
 
+def descriptor_limit() -> int:
+    """This process's soft limit of open files (0: none)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 0 if soft == resource.RLIM_INFINITY else soft
+
+
 class DataDir:
-    def __init__(self, path: str | os.PathLike[str], flush: str = "os") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        flush: str = "os",
+        *,
+        max_open_segment_files: int = 0,
+        connections: int = 0,
+    ) -> None:
+        """`max_open_segment_files` 0 takes the default from the process's open-files
+        limit; `connections` is how many the process's listeners may hold (to warn when the
+        limit leaves fewer descriptors for them)."""
         if flush not in LOG_FLUSH_POLICIES:
             raise ValueError(f"log_flush={flush!r}: must be one of {', '.join(LOG_FLUSH_POLICIES)}")
         self.path = Path(path)
         self.flush = flush
+        limit = descriptor_limit()
+        budget = max_open_segment_files or default_open_segment_files(limit or 2**20)
+        self.descriptors = DescriptorPlan(limit, budget, connections)
+        self.open_files: OpenFiles[Segment] = OpenFiles(budget)
+        self.storage_errors = ThrottledLog(STORAGE_ERROR_LOG_INTERVAL)
         self._stores: dict[uuid.UUID, list[SegmentStore]] = {}
         self._unsynced: set[SegmentStore] = set()
         self._journal_fd: int | None = None
@@ -96,6 +139,12 @@ class DataDir:
     def open(self, state: ClusterState, node_ids: Iterable[int]) -> None:
         """Take the directory and load it into `state` (the first time; later opens of
         the same DataDir only take the directory again)."""
+        refusal = self.descriptors.refusal()
+        if refusal is not None:
+            raise DataDirError(f"data directory {self.path}: {refusal}")
+        warning = self.descriptors.warning()
+        if warning is not None and self._state is None:
+            log.warning("data directory %s: %s", self.path, warning)
         self._lock()
         if self._state is not None:
             self._discard_checkpoints()  # the logs go on from memory, not from them
@@ -149,6 +198,23 @@ class DataDir:
                 f"{meta}: layout {version}; this minibroker reads layout {LAYOUT_VERSION}"
             )
 
+    def storage_error(self, what: str, exc: OSError) -> None:
+        """Log a write or sync the disk refused (`exc` names the file), rate-limited."""
+        count = self.storage_errors.occurred(time.monotonic())
+        if count is None:
+            return
+        if count == 1:
+            log.error("data directory %s: %s failed: %s", self.path, what, exc)
+        else:
+            log.error(
+                "data directory %s: %d storage errors since the last report, the latest: "
+                "%s failed: %s",
+                self.path,
+                count,
+                what,
+                exc,
+            )
+
     def sync(self) -> None:
         """fsync everything written since the last sync."""
         for store in self._unsynced:
@@ -179,15 +245,29 @@ class DataDir:
     def close(self) -> None:
         """Sync everything, checkpoint each partition (storage/checkpoint.py) and release
         the directory (a later open takes it again)."""
-        with contextlib.suppress(OSError):
+        try:
             self.sync()
+        except OSError as exc:
+            self.storage_error("syncing at the stop", exc)
         for stores in self._stores.values():
             for store in stores:
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError):  # its sync failed just above
                     store.close()
-        with contextlib.suppress(OSError):
+        try:
             self._write_checkpoints()
             self._write_transactions()
+        except OSError as exc:
+            log.warning(
+                "data directory %s: checkpoints not written (%s); the next start reads "
+                "the segments",
+                self.path,
+                exc,
+            )
+        unlogged = self.storage_errors.unlogged()
+        if unlogged:
+            log.error(
+                "data directory %s: %d storage errors since the last report", self.path, unlogged
+            )
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
@@ -243,6 +323,7 @@ class DataDir:
             self._unsynced.add,
             segment_ms=lambda: int(topic.config("segment.ms")),
             now_ms=self._state.clock.wall_ms,
+            open_files=self.open_files,
         )
         self._stores.setdefault(topic.topic_id, []).append(store)
         return store

@@ -6,9 +6,11 @@ epoch set). A batch goes to the newest (active) segment; a new segment starts wh
 active one would grow past the topic's segment.bytes, or is segment.ms old by the
 broker's clock (counted from its first batch, or from the broker's start for one
 recovered). A read is one `pread` per segment it touches, handed to the socket as it
-is. Only the active segment keeps a file descriptor open; a rolled one is fsynced and
-closed, and opened again for each read. Positions are the log's byte positions
-(state/log.py): a segment knows where its first byte sits among them.
+is. Only the active segment keeps a file descriptor open, and only while the data
+directory's budget of open segment files allows (storage/open_files.py): past it, the
+least recently written one is closed and opened again when next written. A rolled
+segment is fsynced and closed, and opened again for each read. Positions are the log's
+byte positions (state/log.py): a segment knows where its first byte sits among them.
 
 Recovery rules (every start; `recover` applies them, nothing else reads raw files):
 - Segments are read in base-offset order, batch by batch. A batch is good when its
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import mmap
 import os
 import shutil
@@ -37,6 +40,7 @@ from pathlib import Path
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from minibroker.state.log import LEADER_EPOCH
+from minibroker.storage.open_files import OpenFiles
 
 SUFFIX = ".log"
 NEVER = 2**63 - 1
@@ -180,6 +184,7 @@ class SegmentStore:
         *,
         segment_ms: Callable[[], int] = lambda: NEVER,
         now_ms: Callable[[], int] = lambda: 0,
+        open_files: OpenFiles[Segment] | None = None,
     ) -> None:
         self.directory = directory
         self._segment_bytes = segment_bytes
@@ -188,7 +193,10 @@ class SegmentStore:
         self._on_write = on_write  # the data directory learns what awaits a sync
         self._segments: list[Segment] = []
         self._starts: list[int] = []
-        self._unsynced: set[int] = set()  # descriptors written since the last sync
+        # Segments written since the last sync, by id: one closed meanwhile (the budget)
+        # is synced through a descriptor opened for it.
+        self._unsynced: dict[int, Segment] = {}
+        self._open_files = open_files  # shared by the data directory's partitions
 
     def adopt(self, segments: list[Segment]) -> None:
         """Take over the segments recovery found (before anything is written)."""
@@ -211,21 +219,63 @@ class SegmentStore:
             segments.append(Segment(path, position, 0, created_ms=self._now_ms()))
             self._starts.append(position)
         active = segments[-1]
-        fd = active.descriptor()
+        try:
+            fd = self._descriptor(active)
+        except OSError as exc:
+            raise _naming(exc, active.path) from None
         prefix = records.STORED_PREFIX.pack(
             base_offset, len(batch) - records.LOG_OVERHEAD, LEADER_EPOCH
         )
         rest = memoryview(batch)[records.STORED_PREFIX.size :]
         try:
             _write_all(fd, [prefix, rest])
-        except OSError:
+        except OSError as exc:
             # Nothing half-written stays behind: the next batch must follow a whole one.
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, active.size)
-            raise
+            raise _naming(exc, active.path) from None
         active.size += len(batch)
-        self._unsynced.add(fd)
+        self._unsynced[id(active)] = active
         self._on_write(self)
+
+    def _descriptor(self, segment: Segment) -> int:
+        """The segment's descriptor, opened if it is closed; the least recently used
+        ones past the budget are closed, and so are more of them while the process is out
+        of descriptors (EMFILE, ENFILE) and the budget has some to give back."""
+        while True:
+            try:
+                fd = segment.descriptor()
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE) or self._open_files is None:
+                    raise
+                oldest = self._open_files.oldest(keep=segment)
+                if oldest is None:
+                    raise
+                oldest.close()
+        if self._open_files is not None:
+            for least_recent in self._open_files.used(segment):
+                least_recent.close()
+        return fd
+
+    def _release(self, segment: Segment) -> None:
+        if self._open_files is not None:
+            self._open_files.closed(segment)
+        segment.close()
+
+    def _sync_segment(self, segment: Segment) -> None:
+        try:
+            if segment.fd is not None:
+                os.fsync(segment.fd)
+            else:  # closed by the budget since it was written
+                fd = os.open(segment.path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise _naming(exc, segment.path) from None
+        self._unsynced.pop(id(segment), None)
 
     def _full(self, active: Segment, adding: int) -> bool:
         """Whether a batch of `adding` bytes starts a new segment: the active one would
@@ -239,10 +289,9 @@ class SegmentStore:
     def _seal(self, segment: Segment) -> None:
         """A segment no longer written: synced (as Kafka flushes a rolled segment) and
         closed, so a partition holds one descriptor however many segments it has."""
-        if segment.fd is not None:
-            os.fsync(segment.fd)
-            self._unsynced.discard(segment.fd)
-            segment.close()
+        if segment.fd is not None or id(segment) in self._unsynced:
+            self._sync_segment(segment)
+            self._release(segment)
 
     def read_pieces(self, start: int, end: int) -> list[bytes | memoryview]:
         """The bytes at the log's positions [start, end), one piece per segment."""
@@ -280,8 +329,8 @@ class SegmentStore:
         ):
             gone = self._segments.pop(0)
             self._starts.pop(0)
-            self._unsynced.discard(gone.fd or -1)
-            gone.close()
+            self._unsynced.pop(id(gone), None)
+            self._release(gone)
             gone.path.unlink(missing_ok=True)
 
     def log_start_moved(self, offset: int) -> None:
@@ -306,8 +355,8 @@ class SegmentStore:
             file.flush()
             os.fsync(file.fileno())
         for segment in self._segments[: touched + 1]:
-            self._unsynced.discard(segment.fd or -1)
-            segment.close()
+            self._unsynced.pop(id(segment), None)
+            self._release(segment)
         os.replace(scratch, first.path)
         for segment in self._segments[1 : touched + 1]:
             segment.path.unlink(missing_ok=True)
@@ -318,20 +367,26 @@ class SegmentStore:
         _sync_directory(self.directory)
 
     def sync(self) -> None:
-        for fd in self._unsynced:
-            os.fsync(fd)
-        self._unsynced.clear()
+        for segment in list(self._unsynced.values()):
+            self._sync_segment(segment)
 
     def close(self) -> None:
         self.sync()
         for segment in self._segments:
-            segment.close()
+            self._release(segment)
 
     def remove(self) -> None:
         for segment in self._segments:
-            segment.close()
+            self._release(segment)
         self._unsynced.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """`exc` naming the file it happened to (a write's error names none)."""
+    if exc.filename is None:
+        exc.filename = str(path)
+    return exc
 
 
 def _write_all(fd: int, pieces: list[bytes | memoryview]) -> None:

@@ -151,3 +151,11 @@ def test_creating_3_topics_of_100000_partitions_is_refused_without_a_stall() -> 
 
 def test_null_arrays_get_an_answer_or_a_closed_connection_never_a_traceback() -> None:
     _check("8 null arrays, every API and version")
+
+
+# --- 9. descriptors ---------------------------------------------------------------------
+
+
+def test_a_data_directory_with_more_partitions_than_descriptors_keeps_serving() -> None:
+    result = _check("9 one record to each of 1,500 partitions, open files 1,024")
+    assert "1,500 of 1,500 records read back" in result.facts
