@@ -55,7 +55,8 @@ class ChildBroker:
     "inherit": a test that makes the child log much must read them (as tests/hardening
     does), or a full pipe blocks the child's event loop.
 
-    `rlimits` sets the child's resource limits, soft and hard (e.g. {RLIMIT_NOFILE: 1024}).
+    `rlimits` sets the child's resource limits, soft and hard (e.g. {RLIMIT_NOFILE: 1024}, or
+    a (soft, hard) pair).
 
     `own_session` puts the child in a session of its own (Ctrl-C then reaches only this
     program, which stops it) and has the kernel kill it when this process dies.
@@ -69,7 +70,7 @@ class ChildBroker:
         cwd: str | Path | None = None,
         stderr: Literal["pipe", "inherit"] | Path = "pipe",
         own_session: bool = False,
-        rlimits: Mapping[int, int] | None = None,
+        rlimits: Mapping[int, int | tuple[int, int]] | None = None,
         **settings: Any,
     ) -> None:
         self.args = [sys.executable, "-m", "minibroker", *broker_args(**settings), *extra_args]
@@ -107,7 +108,7 @@ class ChildBroker:
     def _prepare_child(self) -> None:
         """Run in the child before it starts Python (preexec_fn)."""
         for limit, value in self.rlimits.items():
-            resource.setrlimit(limit, (value, value))
+            resource.setrlimit(limit, value if isinstance(value, tuple) else (value, value))
         if self.own_session:
             die_with_parent()
 

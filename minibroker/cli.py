@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
+import resource
 import signal
 import sys
 from collections.abc import Callable
@@ -407,7 +408,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    raise_open_files_limit()
     return asyncio.run(_serve(args, settings))
+
+
+def raise_open_files_limit() -> None:
+    """The server's soft limit of open files goes up to the hard limit, as the JVM does
+    for a Kafka broker: segment files and connections share it, and a soft limit of
+    1,024 is common. An embedded broker leaves its process's limits alone."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 if __name__ == "__main__":

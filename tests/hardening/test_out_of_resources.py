@@ -102,3 +102,15 @@ def test_a_listener_out_of_descriptors_logs_once_and_accepts_again(tmp_path: Pat
     lines = broker.log_lines()
     assert len([line for line in lines if "cannot accept connections" in line]) == 1, lines
     assert not [line for line in lines if "Traceback" in line or "system resource" in line]
+
+
+def test_the_server_raises_its_open_files_limit_to_the_hard_limit() -> None:
+    # A soft limit of 256 under a hard one of 2,048: the server takes all 2,048, as the JVM
+    # does for Kafka (segment files and connections share them).
+    broker = ChildBroker(rlimits={resource.RLIMIT_NOFILE: (256, 2048)}).start()
+    try:
+        limits = Path(f"/proc/{broker.pid}/limits").read_text()
+    finally:
+        broker.stop()
+    (line,) = [line for line in limits.splitlines() if line.startswith("Max open files")]
+    assert line.split()[3:5] == ["2048", "2048"], line
