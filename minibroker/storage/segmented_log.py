@@ -19,12 +19,25 @@ Index rules:
 - Compaction's rewrite replaces the entries of the rewritten stretch with ones built from
   the new batches; an entry is added where the rewrite ends, so the stretches after it
   keep their positions.
+- A segment's first batch always starts an entry, so each sealed segment's entries are its
+  own (a recovery point keeps them with it, storage/checkpoint.py).
+
+Checking what is read:
+- Batches loaded without being read (a checkpoint's or a recovery point's segments, below
+  `trusted_end`) are checked when a read serves them: every batch header walked must
+  have a length that fits the log and offsets after the batch before, and every batch
+  served below `trusted_end` must pass recovery's checks (CRC-32C included). A batch
+  that fails raises CorruptBatch (Fetch answers CORRUPT_MESSAGE) and is logged once;
+  the log then writes no checkpoint or recovery point, so the next start scans it and
+  sets the damage aside (storage/segments.py). Batches written or scanned since the
+  start are not checked again.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import struct
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -32,8 +45,11 @@ from typing import Any, NamedTuple
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
-from minibroker.state.log import PartitionLog
-from minibroker.storage.segments import SegmentStore
+from minibroker.state.log import CorruptBatch, PartitionLog
+from minibroker.storage import checkpoint
+from minibroker.storage.segments import SegmentStore, first_bad
+
+log = logging.getLogger("minibroker.storage")
 
 DEFAULT_INDEX_INTERVAL = 4096
 # The widest stretch whatever index.interval.bytes says: a lookup walks at most this much
@@ -44,6 +60,7 @@ MAX_INDEX_INTERVAL = 65536
 _WALKED = struct.Struct(">qi11xi8xq")
 _WINDOW = 16384  # bytes read at once while walking batch headers
 _REMEMBERED_READS = 64
+_MIN_BATCH = records.HEADER_SIZE
 
 
 class _Batch(NamedTuple):
@@ -59,10 +76,16 @@ class SegmentedLog(PartitionLog):
         self,
         store: SegmentStore,
         index_interval: Callable[[], int] = lambda: DEFAULT_INDEX_INTERVAL,
+        on_roll: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.store = store
         self._index_interval = index_interval
+        self._on_roll = on_roll  # a segment was sealed; called before the next batch counts
+        self._segment_starts = False  # the next batch indexed is a segment's first
+        self.trusted_end = 0  # batches below this byte were loaded without being read
+        self.corrupt = False  # a read met a bad batch (see the checking rules)
+        self._reported: set[int] = set()  # positions of the bad batches logged
         self._entry_offsets = array("q")
         self._entry_positions = array("q")
         self._entry_max = array("q")  # each stretch's own max timestamp
@@ -102,9 +125,35 @@ class SegmentedLog(PartitionLog):
         self._entry_offsets, self._entry_positions, self._entry_max = offsets, positions, maxima
         self._running_max = array("q", itertools.accumulate(maxima, max))
 
+    def sealed_state(self) -> dict[str, Any]:
+        """The offsets and transactions without the index (a recovery point's state; at
+        a roll, before the new segment's first batch counts)."""
+        return {**PartitionLog.state(self), "end_position": self._end_position}
+
+    def index_between(self, start: int, stop: int) -> tuple[list[int], list[int], list[int]]:
+        """The index entries at byte positions [start, stop)."""
+        low = bisect.bisect_left(self._entry_positions, start)
+        high = bisect.bisect_left(self._entry_positions, stop)
+        return (
+            self._entry_offsets[low:high].tolist(),
+            self._entry_positions[low:high].tolist(),
+            self._entry_max[low:high].tolist(),
+        )
+
     @property
     def index_entries(self) -> int:
         return len(self._entry_offsets)
+
+    def restore(
+        self,
+        header: BatchHeader,
+        length: int,
+        *,
+        commit: bool | None = None,
+        segment_start: bool = False,
+    ) -> None:
+        self._segment_starts = segment_start
+        super().restore(header, length, commit=commit)
 
     @property
     def _first_position(self) -> int:
@@ -116,6 +165,10 @@ class SegmentedLog(PartitionLog):
         self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
     ) -> None:
         self.store.append(base_offset, batch, self._end_position)
+        if self.store.active_start == self._end_position:
+            self._segment_starts = True
+            if self._end_position > self._first_position:
+                self._on_roll()
         self._index(header, base_offset, max_timestamp, len(batch))
 
     def _index(
@@ -123,7 +176,8 @@ class SegmentedLog(PartitionLog):
     ) -> None:
         position = self._end_position
         positions = self._entry_positions
-        if not positions or position - positions[-1] >= self._interval():
+        if not positions or self._segment_starts or position - positions[-1] >= self._interval():
+            self._segment_starts = False
             previous = self._running_max[-1] if self._running_max else -1
             self._entry_offsets.append(base_offset)
             positions.append(position)
@@ -146,15 +200,53 @@ class SegmentedLog(PartitionLog):
         end = self._end_position if stop is None else min(stop, self._end_position)
         position, buffer, buffer_start = start, b"", start
         unpack = _WALKED.unpack_from
+        after = -1  # the last offset of the batch before
         while position < end:
             at = position - buffer_start
             if at + _WALKED.size > len(buffer):
                 buffer = self.store.read(position, min(position + _WINDOW, self._end_position))
                 buffer_start, at = position, 0
+                if at + _WALKED.size > len(buffer):
+                    raise self._corrupt(position, after + 1, "a batch header past the log's end")
             base_offset, batch_length, delta, max_timestamp = unpack(buffer, at)
             length = batch_length + records.LOG_OVERHEAD
+            # A length or offset a good batch cannot have would send the walk astray.
+            if length < _MIN_BATCH or position + length > self._end_position:
+                raise self._corrupt(position, after + 1, f"length field {batch_length}")
+            if base_offset <= after or delta < 0:
+                raise self._corrupt(position, after + 1, f"base offset {base_offset}")
             yield _Batch(position, length, base_offset, base_offset + delta, max_timestamp)
+            after = base_offset + delta
             position += length
+
+    def _corrupt(self, position: int, offset: int, reason: str) -> CorruptBatch:
+        """The error for a bad batch at log byte `position` (logged the first time)."""
+        path, within = self.store.file_position(position)
+        error = CorruptBatch(path, within, offset, reason)
+        if not self.corrupt:
+            self.corrupt = True
+            checkpoint.discard_recovery_point(self.store.directory)
+        if position not in self._reported:
+            self._reported.add(position)
+            log.error(
+                "%s; reads of it answer CORRUPT_MESSAGE, the next start scans the partition "
+                "and sets the damaged bytes aside",
+                error,
+            )
+        return error
+
+    def _check(self, pieces: list[bytes | memoryview], start: int, offset: int) -> None:
+        """Recovery's checks on the batches a read serves below trusted_end."""
+        position = start
+        for piece in pieces:
+            if position >= self.trusted_end:
+                return
+            bad = first_bad(memoryview(piece))
+            if bad is not None:
+                at, expected = bad
+                reason = "fails its checks (CRC-32C, magic, length or offsets)"
+                raise self._corrupt(position + at, max(expected, offset), reason)
+            position += len(piece)
 
     def _stretch(self, entry: int) -> tuple[int, int]:
         """The byte range of entry `entry`'s stretch."""
@@ -242,8 +334,11 @@ class SegmentedLog(PartitionLog):
                 stop, after = cap, end
         if stop <= start:
             return [], 0
+        pieces = self.store.read_pieces(start, stop)
+        if start < self.trusted_end:
+            self._check(pieces, start, offset)
         self._remember_read_end(after, stop)
-        return self.store.read_pieces(start, stop), stop - start
+        return pieces, stop - start
 
     def offset_after_read(self, offset: int, size: int) -> int:
         start = self._locate(offset)
