@@ -48,13 +48,16 @@ class CorruptBatch(Exception):
     """A stored batch that fails its checks when read (a data directory's log,
     storage/segmented_log.py); Fetch answers CORRUPT_MESSAGE."""
 
-    def __init__(self, path: Path | None, position: int, offset: int, reason: str) -> None:
+    def __init__(
+        self, path: Path | None, position: int, offset: int, reason: str, *, log_position: int
+    ) -> None:
         where = f"{path}: byte {position}" if path is not None else f"log byte {position}"
         super().__init__(f"{where}: corrupt batch (offset {offset} or after): {reason}")
         self.path = path
-        self.position = position
-        self.offset = offset
+        self.position = position  # in the file
+        self.offset = offset  # the first offset the batch should hold, or one below it
         self.reason = reason
+        self.log_position = log_position  # the log's byte position (state/log.py)
 
 
 @dataclass(frozen=True, slots=True)

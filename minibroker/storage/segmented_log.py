@@ -221,8 +221,11 @@ class SegmentedLog(PartitionLog):
 
     def _corrupt(self, position: int, offset: int, reason: str) -> CorruptBatch:
         """The error for a bad batch at log byte `position` (logged the first time)."""
+        if offset <= 0 and self._entry_positions:
+            entry = max(bisect.bisect_right(self._entry_positions, position) - 1, 0)
+            offset = self._entry_offsets[entry]  # at or below the bad batch's
         path, within = self.store.file_position(position)
-        error = CorruptBatch(path, within, offset, reason)
+        error = CorruptBatch(path, within, offset, reason, log_position=position)
         if not self.corrupt:
             self.corrupt = True
             checkpoint.discard_recovery_point(self.store.directory)
@@ -324,20 +327,32 @@ class SegmentedLog(PartitionLog):
         start = self._locate(offset)
         if start is None:
             return [], 0
-        stop, after = self._last_boundary(start, min(start + max_bytes, self._end_position))
-        if stop == start and allow_oversized_first:
-            first = next(self._walk(start))
-            stop, after = start + first.length, first.last_offset + 1
-        if end < self.next_offset:
-            cap = self._locate(end)
-            if cap is not None and cap < stop:
-                stop, after = cap, end
+        try:
+            stop, after = self._last_boundary(start, min(start + max_bytes, self._end_position))
+            if stop == start and allow_oversized_first:
+                first = next(self._walk(start))
+                stop, after = start + first.length, first.last_offset + 1
+            if end < self.next_offset:
+                cap = self._locate(end)
+                if cap is not None and cap < stop:
+                    stop, after = cap, end
+        except CorruptBatch as error:
+            if error.log_position <= start:
+                raise
+            stop, after = error.log_position, -1  # the batches before the bad one
         if stop <= start:
             return [], 0
         pieces = self.store.read_pieces(start, stop)
         if start < self.trusted_end:
-            self._check(pieces, start, offset)
-        self._remember_read_end(after, stop)
+            try:
+                self._check(pieces, start, offset)
+            except CorruptBatch as error:
+                if error.log_position <= start:
+                    raise
+                stop, after = error.log_position, -1
+                pieces = self.store.read_pieces(start, stop)
+        if after >= 0:
+            self._remember_read_end(after, stop)
         return pieces, stop - start
 
     def offset_after_read(self, offset: int, size: int) -> int:
@@ -346,7 +361,10 @@ class SegmentedLog(PartitionLog):
             return offset
         if start + size >= self._end_position:
             return self.next_offset
-        return next(self._walk(start + size)).base_offset
+        try:
+            return next(self._walk(start + size)).base_offset
+        except CorruptBatch as error:  # the read stopped before a bad batch
+            return error.offset
 
     def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
         end = self.next_offset if end_offset is None else end_offset
