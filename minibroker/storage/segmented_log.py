@@ -86,6 +86,7 @@ class SegmentedLog(PartitionLog):
         self.trusted_end = 0  # batches below this byte were loaded without being read
         self.corrupt = False  # a read met a bad batch (see the checking rules)
         self._reported: set[int] = set()  # positions of the bad batches logged
+        self._checked: list[tuple[int, int]] = []  # byte ranges checked: sorted, disjoint
         self._entry_offsets = array("q")
         self._entry_positions = array("q")
         self._entry_max = array("q")  # each stretch's own max timestamp
@@ -239,17 +240,50 @@ class SegmentedLog(PartitionLog):
         return error
 
     def _check(self, pieces: list[bytes | memoryview], start: int, offset: int) -> None:
-        """Recovery's checks on the batches a read serves below trusted_end."""
+        """Recovery's checks on the batches a read serves below trusted_end, each byte
+        once (the ranges checked are batch boundaries, as a read's pieces are)."""
         position = start
         for piece in pieces:
-            if position >= self.trusted_end:
-                return
-            bad = first_bad(memoryview(piece))
-            if bad is not None:
-                at, expected = bad
-                reason = "fails its checks (CRC-32C, magic, length or offsets)"
-                raise self._corrupt(position + at, max(expected, offset), reason)
-            position += len(piece)
+            stop = position + len(piece)
+            for gap_start, gap_stop in self._unchecked(position, min(stop, self.trusted_end)):
+                view = memoryview(piece)[gap_start - position : gap_stop - position]
+                bad = first_bad(view)
+                if bad is not None:
+                    at, expected = bad
+                    reason = "fails its checks (CRC-32C, magic, length or offsets)"
+                    raise self._corrupt(gap_start + at, max(expected, offset), reason)
+                self._mark_checked(gap_start, gap_stop)
+            position = stop
+
+    def _unchecked(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The parts of [start, stop) not yet checked."""
+        gaps: list[tuple[int, int]] = []
+        checked = self._checked
+        index = max(bisect.bisect_right(checked, (start, start)) - 1, 0)
+        at = start
+        while at < stop:
+            if index < len(checked) and checked[index][0] < stop:
+                low, high = checked[index]
+                if low > at:
+                    gaps.append((at, low))
+                at = max(at, high)
+                index += 1
+            else:
+                gaps.append((at, stop))
+                break
+        return gaps
+
+    def _mark_checked(self, start: int, stop: int) -> None:
+        checked = self._checked
+        index = bisect.bisect_left(checked, (start, start))
+        if index > 0 and checked[index - 1][1] >= start:  # joins the range before
+            index -= 1
+            start = checked[index][0]
+        end = index
+        while end < len(checked) and checked[end][0] <= stop:  # and those it reaches
+            stop = max(stop, checked[end][1])
+            end += 1
+        checked[index:end] = [(start, stop)]
 
     def _stretch(self, entry: int) -> tuple[int, int]:
         """The byte range of entry `entry`'s stretch."""
@@ -470,6 +504,7 @@ class SegmentedLog(PartitionLog):
         start = stop - sum(len(batch) for batch in batches)
         self.store.replace_first(batches, start)
         self._read_ends.clear()
+        self._checked.clear()
         entries: list[tuple[int, int, int]] = []
         interval = self._interval()
         position = start

@@ -40,6 +40,7 @@ import contextlib
 import mmap
 import os
 import shutil
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,16 +184,33 @@ def _next_good(
     return None
 
 
+# base offset, batch length, leader epoch, magic, CRC, attributes, last offset delta
+_CHECKED = struct.Struct(">qiibIhi")
+
+
 def first_bad(view: memoryview, next_offset: int = 0) -> tuple[int, int] | None:
     """(position, offset expected there) of the first bad batch in `view`, which must hold
-    whole batches and nothing else; None when every batch is good (a read's check)."""
-    position = 0
-    while position < len(view):
-        header = good_batch(view, position, next_offset)
-        if header is None:
+    whole batches and nothing else; None when every batch is good. A read's check: the
+    checks of good_batch, without building headers."""
+    position, size = 0, len(view)
+    unpack, crc32c = _CHECKED.unpack_from, records.crc32c
+    while position < size:
+        if position + _MIN_BATCH > size:
             return position, next_offset
-        next_offset = header.base_offset + header.last_offset_delta + 1
-        position += records.LOG_OVERHEAD + header.batch_length
+        base_offset, length, epoch, magic, crc, _attributes, delta = unpack(view, position)
+        end = position + records.LOG_OVERHEAD + length
+        if (
+            length < _MIN_BATCH - records.LOG_OVERHEAD
+            or end > size
+            or epoch != LEADER_EPOCH
+            or magic != 2
+            or base_offset < next_offset
+            or delta < 0
+            or crc32c(view[position + records.CRC_START : end]) != crc
+        ):
+            return position, next_offset
+        next_offset = base_offset + delta + 1
+        position = end
     return None
 
 

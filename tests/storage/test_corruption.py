@@ -7,8 +7,10 @@ meeting the damage gets an error."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import random
 import shutil
 import signal
 import time
@@ -24,9 +26,10 @@ from minibroker import Broker
 from minibroker.protocol.records import iter_records, split_batches
 from minibroker.state.cluster import ClusterState
 from minibroker.state.log import CorruptBatch
-from minibroker.storage import checkpoint
+from minibroker.storage import checkpoint, segmented_log
 from minibroker.storage.data_dir import DataDir
 from minibroker.storage.segmented_log import SegmentedLog
+from minibroker.storage.segments import SegmentStore
 
 TIMEOUT = 20.0
 TOPIC = "damaged"
@@ -243,3 +246,48 @@ def test_a_consumer_meeting_damage_gets_an_error_not_a_stall(
     assert error.code() == confluent_kafka.KafkaError.INVALID_MSG  # CORRUPT_MESSAGE, 2
     assert offsets == list(range(damaged.first_offset))
     assert str(damaged.segment) in caplog.text
+
+
+def test_reads_check_each_trusted_byte_once(
+    written: dict[str, Written], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "data"
+    shutil.copytree(written["clean"].path, path)
+    checked: list[int] = []
+    real_first_bad = segmented_log.first_bad
+
+    def counting(view: memoryview, next_offset: int = 0) -> tuple[int, int] | None:
+        checked.append(len(view))
+        return real_first_bad(view, next_offset)
+
+    monkeypatch.setattr(segmented_log, "first_bad", counting)
+    state = ClusterState()
+    data_dir = DataDir(path)
+    data_dir.open(state, [0])
+    topic = state.topics.get(TOPIC)
+    assert topic is not None
+    log = topic.partitions[0].log
+    assert isinstance(log, SegmentedLog) and log.trusted_end == log.size_bytes
+    for offset, max_bytes in [(10, 500), (0, 2000), (5, 1 << 20), (0, 1 << 20)]:
+        log.read(offset, max_bytes)
+    data_dir.close()
+    assert sum(checked) == log.size_bytes  # every byte, once
+
+
+def test_checked_ranges_merge(tmp_path: Path) -> None:
+    log = SegmentedLog(SegmentStore(tmp_path, lambda: 1 << 30, lambda store: None))
+    chooser = random.Random(33)
+    for _trial in range(300):
+        log._checked.clear()
+        covered: set[int] = set()
+        for _read in range(chooser.randint(1, 8)):
+            start = chooser.randint(0, 50)
+            stop = start + chooser.randint(1, 20)
+            gaps = log._unchecked(start, stop)
+            assert [b for gap in gaps for b in range(*gap)] == [
+                b for b in range(start, stop) if b not in covered
+            ]
+            log._mark_checked(start, stop)
+            covered |= set(range(start, stop))
+            assert [b for r in log._checked for b in range(*r)] == sorted(covered)
+            assert all(a[1] < b[0] for a, b in itertools.pairwise(log._checked))
