@@ -26,11 +26,13 @@ Checking what is read:
 - Batches loaded without being read (a checkpoint's or a recovery point's segments, below
   `trusted_end`) are checked when a read serves them: every batch header walked must
   have a length that fits the log and offsets after the batch before, and every batch
-  served below `trusted_end` must pass recovery's checks (CRC-32C included). A batch
-  that fails raises CorruptBatch (Fetch answers CORRUPT_MESSAGE) and is logged once;
-  the log then writes no checkpoint or recovery point, so the next start scans it and
-  sets the damage aside (storage/segments.py). Batches written or scanned since the
-  start are not checked again.
+  served below `trusted_end` must pass recovery's checks (CRC-32C included), each byte
+  once. A read serves the batches before a bad one; a read of the bad one raises
+  CorruptBatch (Fetch answers CORRUPT_MESSAGE), logged once. Walks go on after a bad
+  header at the next good batch of its segment (as recovery finds it), so the offsets
+  after the damage stay readable. The log then writes no checkpoint or recovery point,
+  so the next start scans it and sets the damage aside (storage/segments.py). Batches
+  written or scanned since the start are not checked again.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
 from minibroker.state.log import CorruptBatch, PartitionLog
 from minibroker.storage import checkpoint
-from minibroker.storage.segments import SegmentStore, first_bad
+from minibroker.storage.segments import SegmentStore, first_bad, next_good
 
 log = logging.getLogger("minibroker.storage")
 
@@ -61,6 +63,7 @@ _WALKED = struct.Struct(">qi11xi8xq")
 _WINDOW = 16384  # bytes read at once while walking batch headers
 _REMEMBERED_READS = 64
 _MIN_BATCH = records.HEADER_SIZE
+_RESYNC_WINDOW = 16 << 20  # bytes searched for the next good batch after a bad header
 
 
 class _Batch(NamedTuple):
@@ -87,6 +90,8 @@ class SegmentedLog(PartitionLog):
         self.corrupt = False  # a read met a bad batch (see the checking rules)
         self._reported: set[int] = set()  # positions of the bad batches logged
         self._checked: list[tuple[int, int]] = []  # byte ranges checked: sorted, disjoint
+        self._skips: dict[int, int] = {}  # a bad header's position -> where walks go on
+        self._resumes: set[int] = set()  # the positions walks go on at
         self._entry_offsets = array("q")
         self._entry_positions = array("q")
         self._entry_max = array("q")  # each stretch's own max timestamp
@@ -202,7 +207,13 @@ class SegmentedLog(PartitionLog):
         position, buffer, buffer_start = start, b"", start
         unpack = _WALKED.unpack_from
         after = -1  # the last offset of the batch before
+        positions = self._entry_positions
+        entry = bisect.bisect_right(positions, position)
         while position < end:
+            # Entries start at batch starts: no batch reaches past the next one.
+            while entry < len(positions) and positions[entry] <= position:
+                entry += 1
+            limit = positions[entry] if entry < len(positions) else self._end_position
             at = position - buffer_start
             if at + _WALKED.size > len(buffer):
                 buffer = self.store.read(position, min(position + _WINDOW, self._end_position))
@@ -212,20 +223,46 @@ class SegmentedLog(PartitionLog):
             base_offset, batch_length, delta, max_timestamp = unpack(buffer, at)
             length = batch_length + records.LOG_OVERHEAD
             # A length or offset a good batch cannot have would send the walk astray.
-            if length < _MIN_BATCH or position + length > self._end_position:
-                raise self._corrupt(position, after + 1, f"length field {batch_length}")
-            if base_offset <= after or delta < 0:
-                raise self._corrupt(position, after + 1, f"base offset {base_offset}")
+            reason = ""
+            if length < _MIN_BATCH or position + length > limit:
+                reason = f"length field {batch_length}"
+            elif base_offset <= after or delta < 0:
+                reason = f"base offset {base_offset}"
+            if reason:
+                position = self._skip(position, after + 1, reason)
+                buffer = b""
+                continue
             yield _Batch(position, length, base_offset, base_offset + delta, max_timestamp)
             after = base_offset + delta
             position += length
+
+    def _skip(self, position: int, expected: int, reason: str) -> int:
+        """Where a walk goes on after a bad batch header at `position` (loaded without a
+        scan): the next good batch in its segment, found as recovery finds it within
+        _RESYNC_WINDOW bytes, else the next segment. Raises CorruptBatch when there is
+        none, or for bytes written or scanned since the start."""
+        resume = self._skips.get(position)
+        if resume is not None:
+            return resume
+        error = self._corrupt(position, expected, reason)
+        if position >= self.trusted_end:
+            raise error
+        _path, _within, segment_end = self.store.file_position(position)
+        window = self.store.read(position, min(segment_end, position + _RESYNC_WINDOW))
+        found = next_good(memoryview(window), 0, error.offset)
+        if found is None and segment_end >= self._end_position:
+            raise error
+        resume = position + found[0] if found is not None else segment_end
+        self._skips[position] = resume
+        self._resumes.add(resume)
+        return resume
 
     def _corrupt(self, position: int, offset: int, reason: str) -> CorruptBatch:
         """The error for a bad batch at log byte `position` (logged the first time)."""
         if offset <= 0 and self._entry_positions:
             entry = max(bisect.bisect_right(self._entry_positions, position) - 1, 0)
             offset = self._entry_offsets[entry]  # at or below the bad batch's
-        path, within = self.store.file_position(position)
+        path, within, _segment_end = self.store.file_position(position)
         error = CorruptBatch(path, within, offset, reason, log_position=position)
         if not self.corrupt:
             self.corrupt = True
@@ -303,8 +340,18 @@ class SegmentedLog(PartitionLog):
         start, stop = self._stretch(entry)
         for batch in self._walk(start, stop):
             if batch.last_offset >= offset:
+                if batch.position in self._resumes and offset < batch.base_offset:
+                    raise self._in_skipped(batch.position, offset)
                 return batch.position
+        if stop in self._resumes:
+            raise self._in_skipped(stop, offset)
         return stop  # in a gap at the stretch's end: the next stretch's first batch
+
+    def _in_skipped(self, resume: int, offset: int) -> CorruptBatch:
+        """The error for an offset in the bad bytes a walk skipped to go on at `resume`
+        (not a compaction gap)."""
+        skipped = max(bad for bad, after in self._skips.items() if after == resume)
+        return self._corrupt(skipped, offset, "the damaged batch holding it")
 
     def _holding_position(self, byte: int) -> _Batch | None:
         """The batch whose bytes include position `byte` (None at or past the end)."""

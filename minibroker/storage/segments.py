@@ -167,8 +167,8 @@ _EPOCH_AND_MAGIC = LEADER_EPOCH.to_bytes(4, "big", signed=True) + b"\x02"
 _EPOCH_AT = 12
 
 
-def _next_good(
-    view: memoryview, bad: int, next_offset: int, ceiling: int
+def next_good(
+    view: memoryview, bad: int, next_offset: int, ceiling: int = NEVER
 ) -> tuple[int, BatchHeader] | None:
     """The next good batch after a bad one at `bad` (its declared end first)."""
     declared = bad + records.LOG_OVERHEAD + int.from_bytes(view[bad + 8 : bad + 12], "big")
@@ -238,7 +238,7 @@ def _scan(
     while position < size:
         header = good_batch(view, position, next_offset, ceiling)
         if header is None:
-            found = _next_good(view, position, next_offset, ceiling)
+            found = next_good(view, position, next_offset, ceiling)
             if found is None and last:
                 scan.torn_at = position
                 break
@@ -378,13 +378,14 @@ class SegmentStore:
         """The log position where the active segment begins (-1 with none)."""
         return self._starts[-1] if self._starts else -1
 
-    def file_position(self, position: int) -> tuple[Path | None, int]:
-        """The segment file holding the log's byte `position`, and where in it."""
+    def file_position(self, position: int) -> tuple[Path | None, int, int]:
+        """The segment file holding the log's byte `position`, where in it, and the log
+        position where that segment ends."""
         index = bisect.bisect_right(self._starts, position) - 1
         if index < 0:
-            return None, position
+            return None, position, position
         segment = self._segments[index]
-        return segment.path, position - segment.start
+        return segment.path, position - segment.start, segment.start + segment.size
 
     def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
         segments = self._segments
