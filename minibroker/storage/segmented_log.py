@@ -538,7 +538,11 @@ class SegmentedLog(PartitionLog):
 
     def stored_batches(self, end_offset: int) -> Iterator[bytes]:
         for batch in self._walk(self._first_position, self._end_of(end_offset)):
-            yield self.store.read(batch.position, batch.position + batch.length)
+            stored = self.store.read(batch.position, batch.position + batch.length)
+            if batch.position < self.trusted_end:
+                # Compaction would write a damaged batch's records into a sound new one.
+                self._check([stored], batch.position, batch.base_offset)
+            yield stored
 
     def batch_timestamps(self, first_offset: int, end_offset: int) -> Iterator[int]:
         start = self._locate(first_offset)

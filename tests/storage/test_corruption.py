@@ -294,3 +294,21 @@ def test_checked_ranges_merge(tmp_path: Path) -> None:
             covered |= set(range(start, stop))
             assert [b for r in log._checked for b in range(*r)] == sorted(covered)
             assert all(a[1] < b[0] for a, b in itertools.pairwise(log._checked))
+
+
+def test_compaction_never_rewrites_a_damaged_batch_into_a_sound_one(
+    written: dict[str, Written], tmp_path: Path
+) -> None:
+    path = tmp_path / "data"
+    shutil.copytree(written["clean"].path, path)
+    damaged = _damage(_partition_dir(path), "flip", "middle")
+    state = ClusterState()
+    data_dir = DataDir(path)
+    data_dir.open(state, [0])
+    topic = state.topics.get(TOPIC)
+    assert topic is not None
+    log = topic.partitions[0].log
+    with pytest.raises(CorruptBatch) as raised:
+        list(log.stored_batches(log.next_offset))
+    data_dir.close()
+    assert raised.value.path == damaged.segment
