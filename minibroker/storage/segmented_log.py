@@ -444,8 +444,8 @@ class SegmentedLog(PartitionLog):
             return self.next_offset
         try:
             return next(self._walk(start + size)).base_offset
-        except CorruptBatch as error:  # the read stopped before a bad batch
-            return error.offset
+        except CorruptBatch:  # the read stopped before a bad batch: after its own last
+            return max(batch.last_offset for batch in self._walk(start, start + size)) + 1
 
     def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
         end = self.next_offset if end_offset is None else end_offset

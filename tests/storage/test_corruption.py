@@ -206,6 +206,7 @@ def test_damage_drops_the_damaged_batch_and_keeps_the_rest(
         assert aside.stat().st_size > 0
 
 
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 @pytest.mark.parametrize("stop", ["clean", "kill"])
 @pytest.mark.parametrize("kind", ["flip", "length"])
 def test_a_consumer_meeting_damage_gets_an_error_not_a_stall(
@@ -214,6 +215,7 @@ def test_a_consumer_meeting_damage_gets_an_error_not_a_stall(
     caplog: pytest.LogCaptureFixture,
     kind: str,
     stop: str,
+    isolation: str,
 ) -> None:
     """The segment is trusted (a clean stop's checkpoint, or a kill's recovery point), so
     the damage is met by the read, as in a long-running broker."""
@@ -228,6 +230,7 @@ def test_a_consumer_meeting_damage_gets_an_error_not_a_stall(
                 "group.id": "reader",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                "isolation.level": isolation,
             }
         )
         try:
