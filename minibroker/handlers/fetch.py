@@ -18,6 +18,9 @@ start offsets, as Kafka's does. A read_committed fetch (isolation level 1) reads
 the last stable offset (the first offset of the oldest open transaction) and lists the
 aborted transactions its records touch, so the client drops their records; a
 read_uncommitted one reads up to the high watermark and has no list.
+A partition whose stored batch fails its checks when read (a data directory's segment
+damaged on disk) is answered CORRUPT_MESSAGE, and the damage is logged once
+(storage/segmented_log.py): never an empty answer a consumer would repeat forever.
 Not done: preferred read replicas, diverging epochs.
 """
 
@@ -38,7 +41,7 @@ from minibroker.protocol.fetch_response import (
     write_topic,
 )
 from minibroker.protocol.messages import SplicedResponse
-from minibroker.state.log import PartitionLog
+from minibroker.state.log import CorruptBatch, PartitionLog
 from minibroker.state.topics import Topic
 
 FIRST_TOPIC_ID_VERSION = 13
@@ -103,7 +106,11 @@ def _can_answer(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> boo
             if code != ErrorCode.none or log is None:
                 return True
             end = log.last_stable_offset if committed else None
-            available += min(log.bytes_from(wanted.fetch_offset, end), wanted.partition_max_bytes)
+            try:
+                stored = log.bytes_from(wanted.fetch_offset, end)
+            except CorruptBatch:
+                return True  # answered now, with the error
+            available += min(stored, wanted.partition_max_bytes)
             if available >= request.min_bytes:
                 return True
     return bool(available >= request.min_bytes)
@@ -155,18 +162,31 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
                 continue
             data = NO_RECORDS
             stable = log.last_stable_offset
-            if budget > 0:
-                limit = min(wanted.partition_max_bytes, budget)
-                data = RecordPieces(
-                    *log.read_pieces(
-                        wanted.fetch_offset,
-                        limit,
-                        allow_oversized_first=first,
-                        end_offset=stable if committed else None,
+            try:
+                if budget > 0:
+                    limit = min(wanted.partition_max_bytes, budget)
+                    data = RecordPieces(
+                        *log.read_pieces(
+                            wanted.fetch_offset,
+                            limit,
+                            allow_oversized_first=first,
+                            end_offset=stable if committed else None,
+                        )
+                    )
+                aborted = _aborted(log, wanted.fetch_offset, data.size) if committed else None
+            except CorruptBatch:
+                # Kafka's answer when its log cannot read a stored batch (a
+                # CorruptRecordException): CORRUPT_MESSAGE, which consumers raise to the
+                # application. KAFKA_STORAGE_ERROR would say the disk failed, and
+                # consumers retry it forever, a silent stall.
+                partitions.append(
+                    PartitionAnswer(
+                        wanted.partition, ErrorCode.corrupt_message, -1, -1, -1, None, -1, b""
                     )
                 )
-                first = first and not data.size
-                budget -= data.size
+                continue
+            first = first and not data.size
+            budget -= data.size
             partitions.append(
                 PartitionAnswer(
                     wanted.partition,
@@ -174,7 +194,7 @@ def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> Splice
                     log.high_watermark,
                     stable,
                     log.log_start_offset,
-                    _aborted(log, wanted.fetch_offset, data.size) if committed else None,
+                    aborted,
                     -1,
                     data,
                 )

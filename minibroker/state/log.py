@@ -31,6 +31,7 @@ import itertools
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from minibroker.protocol import records
@@ -41,6 +42,22 @@ MAX_RECORDS_SCANNED = 50_000
 # Every partition's leader epoch: one leader, never re-elected. Stamped into each batch a
 # fetch returns, as Kafka stamps the epoch a batch was appended in (consumers commit it).
 LEADER_EPOCH = 0
+
+
+class CorruptBatch(Exception):
+    """A stored batch that fails its checks when read (a data directory's log,
+    storage/segmented_log.py); Fetch answers CORRUPT_MESSAGE."""
+
+    def __init__(
+        self, path: Path | None, position: int, offset: int, reason: str, *, log_position: int
+    ) -> None:
+        where = f"{path}: byte {position}" if path is not None else f"log byte {position}"
+        super().__init__(f"{where}: corrupt batch (offset {offset} or after): {reason}")
+        self.path = path
+        self.position = position  # in the file
+        self.offset = offset  # the first offset the batch should hold, or one below it
+        self.reason = reason
+        self.log_position = log_position  # the log's byte position (state/log.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,10 @@ Layout:
                     keys, never passwords), readable by the owner only
   transactions.json after a clean stop: each transactional id's producer id, epoch,
                     timeout and state
-  logs/<topic id>/<partition>/   segment files (storage/segments.py), and a checkpoint
-                    after a clean stop (storage/checkpoint.py)
+  logs/<topic id>/<partition>/   segment files (storage/segments.py), a recovery point
+                    (written as segments are sealed) and a checkpoint after a clean stop
+                    (storage/checkpoint.py); `.corrupt` files hold damaged bytes recovery
+                    set aside
 
 Rules:
 - Flush policy `write`: a request that wrote records or offsets is answered only after
@@ -23,7 +25,10 @@ Rules:
   whatever the policy.
 - A partition's log, index and producer state (the sequences of idempotent producers,
   open transactions) come from its clean stop's checkpoint when it matches the segment
-  files, and are rebuilt from the batches otherwise. A transaction still open then is
+  files; otherwise from its recovery point for the segments sealed before it, and from
+  the batches of the segments after it (all of them without a recovery point). Damage
+  found on the way is logged at ERROR with the file, the byte position and the offsets
+  it took; the later batches are kept. A transaction still open then is
   aborted with a marker (the transaction coordinator's state is not kept), so
   read_committed readers go on.
 - Producer ids are handed out in blocks of PRODUCER_ID_BLOCK; a block's end is written
@@ -73,12 +78,13 @@ from minibroker.storage.open_files import (
 )
 from minibroker.storage.segmented_log import SegmentedLog
 from minibroker.storage.segments import (
-    SUFFIX,
     RecoveredBatch,
+    Recovery,
     Segment,
     SegmentStore,
     recover,
     replace_file,
+    segment_offset,
 )
 from minibroker.throttled_log import ThrottledLog
 
@@ -133,6 +139,9 @@ class DataDir:
         self.truncated_bytes = 0  # what recovery cut from torn tails at the last start
         self.checkpointed_partitions = 0  # loaded from a clean stop's checkpoint
         self.scanned_partitions = 0  # rebuilt by reading every batch
+        self.recovery_point_partitions = 0  # from a recovery point and the batches after it
+        self.damage: list[str] = []  # what recovery set aside at the last start
+        self._journaled: dict[Path, list[checkpoint.Described]] = {}  # in recovery points
 
     # --- opening and closing ---
 
@@ -284,7 +293,8 @@ class DataDir:
 
     def _write_checkpoints(self) -> None:
         for directory, partition in self._partitions():
-            if isinstance(partition.log, SegmentedLog):
+            # A log found corrupt is scanned at the next start, which sets the damage aside.
+            if isinstance(partition.log, SegmentedLog) and not partition.log.corrupt:
                 state = {**partition.log.state(), "producers": partition.producers.state()}
                 checkpoint.write(directory, partition.log.store.segments, state)
 
@@ -329,10 +339,46 @@ class DataDir:
         return store
 
     def _new_log(self, topic: Topic, index: int) -> SegmentedLog:
-        return SegmentedLog(
+        partition_log = SegmentedLog(
             self._store_for(topic, index),
             lambda: int(topic.config("index.interval.bytes")),
+            on_roll=lambda: self._rolled(topic, index, partition_log),
         )
+        return partition_log
+
+    def _rolled(self, topic: Topic, index: int, partition_log: SegmentedLog) -> None:
+        """A segment was sealed: describe the sealed segments not yet in the partition's
+        recovery point (storage/checkpoint.py)."""
+        if partition_log.corrupt or index >= len(topic.partitions):
+            return
+        partition = topic.partitions[index]
+        if partition.log is not partition_log:
+            return  # still being recovered: the next roll writes it
+        directory = partition_log.store.directory
+        sealed = partition_log.store.segments[:-1]
+        described = [checkpoint.describe(segment) for segment in sealed]
+        written = self._journaled.get(directory, [])
+        rewrite = described[: len(written)] != written
+        new = sealed if rewrite else sealed[len(written) :]
+        if not new:
+            return
+        state = {**partition_log.sealed_state(), "producers": partition.producers.state()}
+        lines = [
+            checkpoint.recovery_line(
+                segment,
+                partition_log.index_between(segment.start, segment.start + segment.size),
+                state if segment is new[-1] else None,
+            )
+            for segment in new
+        ]
+        try:
+            checkpoint.add_recovery_lines(directory, lines, rewrite=rewrite)
+        except OSError as exc:
+            log.warning("%s: recovery point not written (%s)", directory, exc)
+            self._journaled.pop(directory, None)
+            checkpoint.discard_recovery_point(directory)
+            return
+        self._journaled[directory] = described
 
     def _load_topics(self, state: ClusterState, node_ids: set[int]) -> None:
         path = self.path / "topics.json"
@@ -368,11 +414,12 @@ class DataDir:
             self.checkpointed_partitions,
             self.scanned_partitions,
         )
-        if self.truncated_bytes:
-            log.warning(
-                "data directory %s: recovery cut %d bytes of unfinished writes",
+        if self.recovery_point_partitions:
+            log.info(
+                "data directory %s: %d partitions from their recovery points and the "
+                "segments written after them",
                 self.path,
-                self.truncated_bytes,
+                self.recovery_point_partitions,
             )
 
     def _recover_partition(self, topic: Topic, index: int, leader: int, now_ms: int) -> Partition:
@@ -384,9 +431,13 @@ class DataDir:
         directory = self._partition_dir(topic.topic_id, index)
         if self._from_checkpoint(directory, partition_log, producers):
             self.checkpointed_partitions += 1
+            matched, _trusted, _state = checkpoint.take_recovery_point(directory)
+            partition_log.trusted_end = partition_log.store.active_start + (
+                partition_log.store.segments[-1].size if partition_log.store.segments else 0
+            )
         else:
-            self._from_segments(directory, partition_log, producers)
-            self.scanned_partitions += 1
+            matched = self._from_segments(directory, partition_log, producers)
+        self._journaled[directory] = matched
         # The coordinator that would end them is gone: abort what a restart left open.
         for producer in producers.active():
             if partition_log.open_transaction_start(producer.producer_id) is not None:
@@ -420,12 +471,15 @@ class DataDir:
 
     def _from_segments(
         self, directory: Path, partition_log: SegmentedLog, producers: PartitionProducers
-    ) -> None:
-        """Rebuild a partition by reading every batch of its segments (recovery)."""
+    ) -> list[checkpoint.Described]:
+        """Rebuild a partition from its recovery point and the batches of the segments
+        after it (all of them without one); what the recovery point still describes."""
 
         def restore(found: RecoveredBatch) -> None:
             header = found.header
-            partition_log.restore(header, found.length, commit=found.commit)
+            partition_log.restore(
+                header, found.length, commit=found.commit, segment_start=found.segment_start
+            )
             if header.is_control:
                 producers.marker_written(
                     header.producer_id, header.producer_epoch, header.max_timestamp
@@ -433,13 +487,52 @@ class DataDir:
             elif header.producer_id >= 0:
                 producers.record(header, header.base_offset)
 
-        segments, recovery = recover(directory, restore)
-        partition_log.store.adopt(segments)
-        self.truncated_bytes += recovery.truncated_bytes
-        if segments:
-            partition_log.log_start_offset = int(segments[0].path.name.removesuffix(SUFFIX))
+        matched, trusted, saved = checkpoint.take_recovery_point(directory)
+        if saved is not None:
+            partition_log.store.adopt(trusted)
+            try:
+                producers.load_state(saved["producers"])
+                partition_log.load_state(saved)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning(
+                    "%s: recovery point unreadable (%r); reading the segments", directory, exc
+                )
+                producers.load_state([])
+                saved, matched = None, []
+        if saved is None:
+            trusted = []
+        segments, recovery = recover(
+            directory, restore, trusted=trusted, next_offset=partition_log.next_offset
+        )
+        partition_log.store.adopt([*trusted, *segments])
+        partition_log.trusted_end = trusted[-1].start + trusted[-1].size if trusted else 0
+        if trusted:
+            self.recovery_point_partitions += 1
+        else:
+            self.scanned_partitions += 1
+        self._report(directory, recovery, partition_log.next_offset)
+        first = trusted or segments
+        if first:
+            partition_log.log_start_offset = max(
+                partition_log.log_start_offset, segment_offset(first[0].path)
+            )
         if recovery.log_start_offset > partition_log.log_start_offset:
             partition_log.delete_before(recovery.log_start_offset)
+        return matched
+
+    def _report(self, directory: Path, recovery: Recovery, log_end: int) -> None:
+        self.truncated_bytes += recovery.truncated_bytes
+        if recovery.truncated_bytes:
+            log.warning(
+                "%s: recovery cut %d bytes of unfinished writes from the last segment "
+                "(the log ends at offset %d)",
+                directory,
+                recovery.truncated_bytes,
+                log_end,
+            )
+        for damage in recovery.damage:
+            self.damage.append(damage.describe())
+            log.error("%s (the log ends at offset %d)", damage.describe(), log_end)
 
     def _topics_changed(self) -> None:
         state = self._state

@@ -19,12 +19,27 @@ Index rules:
 - Compaction's rewrite replaces the entries of the rewritten stretch with ones built from
   the new batches; an entry is added where the rewrite ends, so the stretches after it
   keep their positions.
+- A segment's first batch always starts an entry, so each sealed segment's entries are its
+  own (a recovery point keeps them with it, storage/checkpoint.py).
+
+Checking what is read:
+- Batches loaded without being read (a checkpoint's or a recovery point's segments, below
+  `trusted_end`) are checked when a read serves them: every batch header walked must
+  have a length that fits the log and offsets after the batch before, and every batch
+  served below `trusted_end` must pass recovery's checks (CRC-32C included), each byte
+  once. A read serves the batches before a bad one; a read of the bad one raises
+  CorruptBatch (Fetch answers CORRUPT_MESSAGE), logged once. Walks go on after a bad
+  header at the next good batch of its segment (as recovery finds it), so the offsets
+  after the damage stay readable. The log then writes no checkpoint or recovery point,
+  so the next start scans it and sets the damage aside (storage/segments.py). Batches
+  written or scanned since the start are not checked again.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import struct
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -32,8 +47,11 @@ from typing import Any, NamedTuple
 
 from minibroker.protocol import records
 from minibroker.protocol.records import BatchHeader
-from minibroker.state.log import PartitionLog
-from minibroker.storage.segments import SegmentStore
+from minibroker.state.log import CorruptBatch, PartitionLog
+from minibroker.storage import checkpoint
+from minibroker.storage.segments import SegmentStore, first_bad, next_good
+
+log = logging.getLogger("minibroker.storage")
 
 DEFAULT_INDEX_INTERVAL = 4096
 # The widest stretch whatever index.interval.bytes says: a lookup walks at most this much
@@ -44,6 +62,8 @@ MAX_INDEX_INTERVAL = 65536
 _WALKED = struct.Struct(">qi11xi8xq")
 _WINDOW = 16384  # bytes read at once while walking batch headers
 _REMEMBERED_READS = 64
+_MIN_BATCH = records.HEADER_SIZE
+_RESYNC_WINDOW = 16 << 20  # bytes searched for the next good batch after a bad header
 
 
 class _Batch(NamedTuple):
@@ -59,10 +79,19 @@ class SegmentedLog(PartitionLog):
         self,
         store: SegmentStore,
         index_interval: Callable[[], int] = lambda: DEFAULT_INDEX_INTERVAL,
+        on_roll: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.store = store
         self._index_interval = index_interval
+        self._on_roll = on_roll  # a segment was sealed; called before the next batch counts
+        self._segment_starts = False  # the next batch indexed is a segment's first
+        self.trusted_end = 0  # batches below this byte were loaded without being read
+        self.corrupt = False  # a read met a bad batch (see the checking rules)
+        self._reported: set[int] = set()  # positions of the bad batches logged
+        self._checked: list[tuple[int, int]] = []  # byte ranges checked: sorted, disjoint
+        self._skips: dict[int, int] = {}  # a bad header's position -> where walks go on
+        self._resumes: set[int] = set()  # the positions walks go on at
         self._entry_offsets = array("q")
         self._entry_positions = array("q")
         self._entry_max = array("q")  # each stretch's own max timestamp
@@ -102,9 +131,35 @@ class SegmentedLog(PartitionLog):
         self._entry_offsets, self._entry_positions, self._entry_max = offsets, positions, maxima
         self._running_max = array("q", itertools.accumulate(maxima, max))
 
+    def sealed_state(self) -> dict[str, Any]:
+        """The offsets and transactions without the index (a recovery point's state; at
+        a roll, before the new segment's first batch counts)."""
+        return {**PartitionLog.state(self), "end_position": self._end_position}
+
+    def index_between(self, start: int, stop: int) -> tuple[list[int], list[int], list[int]]:
+        """The index entries at byte positions [start, stop)."""
+        low = bisect.bisect_left(self._entry_positions, start)
+        high = bisect.bisect_left(self._entry_positions, stop)
+        return (
+            self._entry_offsets[low:high].tolist(),
+            self._entry_positions[low:high].tolist(),
+            self._entry_max[low:high].tolist(),
+        )
+
     @property
     def index_entries(self) -> int:
         return len(self._entry_offsets)
+
+    def restore(
+        self,
+        header: BatchHeader,
+        length: int,
+        *,
+        commit: bool | None = None,
+        segment_start: bool = False,
+    ) -> None:
+        self._segment_starts = segment_start
+        super().restore(header, length, commit=commit)
 
     @property
     def _first_position(self) -> int:
@@ -116,6 +171,10 @@ class SegmentedLog(PartitionLog):
         self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
     ) -> None:
         self.store.append(base_offset, batch, self._end_position)
+        if self.store.active_start == self._end_position:
+            self._segment_starts = True
+            if self._end_position > self._first_position:
+                self._on_roll()
         self._index(header, base_offset, max_timestamp, len(batch))
 
     def _index(
@@ -123,7 +182,8 @@ class SegmentedLog(PartitionLog):
     ) -> None:
         position = self._end_position
         positions = self._entry_positions
-        if not positions or position - positions[-1] >= self._interval():
+        if not positions or self._segment_starts or position - positions[-1] >= self._interval():
+            self._segment_starts = False
             previous = self._running_max[-1] if self._running_max else -1
             self._entry_offsets.append(base_offset)
             positions.append(position)
@@ -146,15 +206,121 @@ class SegmentedLog(PartitionLog):
         end = self._end_position if stop is None else min(stop, self._end_position)
         position, buffer, buffer_start = start, b"", start
         unpack = _WALKED.unpack_from
+        after = -1  # the last offset of the batch before
+        positions = self._entry_positions
+        entry = bisect.bisect_right(positions, position)
         while position < end:
+            # Entries start at batch starts: no batch reaches past the next one.
+            while entry < len(positions) and positions[entry] <= position:
+                entry += 1
+            limit = positions[entry] if entry < len(positions) else self._end_position
             at = position - buffer_start
             if at + _WALKED.size > len(buffer):
                 buffer = self.store.read(position, min(position + _WINDOW, self._end_position))
                 buffer_start, at = position, 0
+                if at + _WALKED.size > len(buffer):
+                    raise self._corrupt(position, after + 1, "a batch header past the log's end")
             base_offset, batch_length, delta, max_timestamp = unpack(buffer, at)
             length = batch_length + records.LOG_OVERHEAD
+            # A length or offset a good batch cannot have would send the walk astray.
+            reason = ""
+            if length < _MIN_BATCH or position + length > limit:
+                reason = f"length field {batch_length}"
+            elif base_offset <= after or delta < 0:
+                reason = f"base offset {base_offset}"
+            if reason:
+                position = self._skip(position, after + 1, reason)
+                buffer = b""
+                continue
             yield _Batch(position, length, base_offset, base_offset + delta, max_timestamp)
+            after = base_offset + delta
             position += length
+
+    def _skip(self, position: int, expected: int, reason: str) -> int:
+        """Where a walk goes on after a bad batch header at `position` (loaded without a
+        scan): the next good batch in its segment, found as recovery finds it within
+        _RESYNC_WINDOW bytes, else the next segment. Raises CorruptBatch when there is
+        none, or for bytes written or scanned since the start."""
+        resume = self._skips.get(position)
+        if resume is not None:
+            return resume
+        error = self._corrupt(position, expected, reason)
+        if position >= self.trusted_end:
+            raise error
+        _path, _within, segment_end = self.store.file_position(position)
+        window = self.store.read(position, min(segment_end, position + _RESYNC_WINDOW))
+        found = next_good(memoryview(window), 0, error.offset)
+        if found is None and segment_end >= self._end_position:
+            raise error
+        resume = position + found[0] if found is not None else segment_end
+        self._skips[position] = resume
+        self._resumes.add(resume)
+        return resume
+
+    def _corrupt(self, position: int, offset: int, reason: str) -> CorruptBatch:
+        """The error for a bad batch at log byte `position` (logged the first time)."""
+        if offset <= 0 and self._entry_positions:
+            entry = max(bisect.bisect_right(self._entry_positions, position) - 1, 0)
+            offset = self._entry_offsets[entry]  # at or below the bad batch's
+        path, within, _segment_end = self.store.file_position(position)
+        error = CorruptBatch(path, within, offset, reason, log_position=position)
+        if not self.corrupt:
+            self.corrupt = True
+            checkpoint.discard_recovery_point(self.store.directory)
+        if position not in self._reported:
+            self._reported.add(position)
+            log.error(
+                "%s; reads of it answer CORRUPT_MESSAGE, the next start scans the partition "
+                "and sets the damaged bytes aside",
+                error,
+            )
+        return error
+
+    def _check(self, pieces: list[bytes | memoryview], start: int, offset: int) -> None:
+        """Recovery's checks on the batches a read serves below trusted_end, each byte
+        once (the ranges checked are batch boundaries, as a read's pieces are)."""
+        position = start
+        for piece in pieces:
+            stop = position + len(piece)
+            for gap_start, gap_stop in self._unchecked(position, min(stop, self.trusted_end)):
+                view = memoryview(piece)[gap_start - position : gap_stop - position]
+                bad = first_bad(view)
+                if bad is not None:
+                    at, expected = bad
+                    reason = "fails its checks (CRC-32C, magic, length or offsets)"
+                    raise self._corrupt(gap_start + at, max(expected, offset), reason)
+                self._mark_checked(gap_start, gap_stop)
+            position = stop
+
+    def _unchecked(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The parts of [start, stop) not yet checked."""
+        gaps: list[tuple[int, int]] = []
+        checked = self._checked
+        index = max(bisect.bisect_right(checked, (start, start)) - 1, 0)
+        at = start
+        while at < stop:
+            if index < len(checked) and checked[index][0] < stop:
+                low, high = checked[index]
+                if low > at:
+                    gaps.append((at, low))
+                at = max(at, high)
+                index += 1
+            else:
+                gaps.append((at, stop))
+                break
+        return gaps
+
+    def _mark_checked(self, start: int, stop: int) -> None:
+        checked = self._checked
+        index = bisect.bisect_left(checked, (start, start))
+        if index > 0 and checked[index - 1][1] >= start:  # joins the range before
+            index -= 1
+            start = checked[index][0]
+        end = index
+        while end < len(checked) and checked[end][0] <= stop:  # and those it reaches
+            stop = max(stop, checked[end][1])
+            end += 1
+        checked[index:end] = [(start, stop)]
 
     def _stretch(self, entry: int) -> tuple[int, int]:
         """The byte range of entry `entry`'s stretch."""
@@ -174,8 +340,18 @@ class SegmentedLog(PartitionLog):
         start, stop = self._stretch(entry)
         for batch in self._walk(start, stop):
             if batch.last_offset >= offset:
+                if batch.position in self._resumes and offset < batch.base_offset:
+                    raise self._in_skipped(batch.position, offset)
                 return batch.position
+        if stop in self._resumes:
+            raise self._in_skipped(stop, offset)
         return stop  # in a gap at the stretch's end: the next stretch's first batch
+
+    def _in_skipped(self, resume: int, offset: int) -> CorruptBatch:
+        """The error for an offset in the bad bytes a walk skipped to go on at `resume`
+        (not a compaction gap)."""
+        skipped = max(bad for bad, after in self._skips.items() if after == resume)
+        return self._corrupt(skipped, offset, "the damaged batch holding it")
 
     def _holding_position(self, byte: int) -> _Batch | None:
         """The batch whose bytes include position `byte` (None at or past the end)."""
@@ -232,18 +408,33 @@ class SegmentedLog(PartitionLog):
         start = self._locate(offset)
         if start is None:
             return [], 0
-        stop, after = self._last_boundary(start, min(start + max_bytes, self._end_position))
-        if stop == start and allow_oversized_first:
-            first = next(self._walk(start))
-            stop, after = start + first.length, first.last_offset + 1
-        if end < self.next_offset:
-            cap = self._locate(end)
-            if cap is not None and cap < stop:
-                stop, after = cap, end
+        try:
+            stop, after = self._last_boundary(start, min(start + max_bytes, self._end_position))
+            if stop == start and allow_oversized_first:
+                first = next(self._walk(start))
+                stop, after = start + first.length, first.last_offset + 1
+            if end < self.next_offset:
+                cap = self._locate(end)
+                if cap is not None and cap < stop:
+                    stop, after = cap, end
+        except CorruptBatch as error:
+            if error.log_position <= start:
+                raise
+            stop, after = error.log_position, -1  # the batches before the bad one
         if stop <= start:
             return [], 0
-        self._remember_read_end(after, stop)
-        return self.store.read_pieces(start, stop), stop - start
+        pieces = self.store.read_pieces(start, stop)
+        if start < self.trusted_end:
+            try:
+                self._check(pieces, start, offset)
+            except CorruptBatch as error:
+                if error.log_position <= start:
+                    raise
+                stop, after = error.log_position, -1
+                pieces = self.store.read_pieces(start, stop)
+        if after >= 0:
+            self._remember_read_end(after, stop)
+        return pieces, stop - start
 
     def offset_after_read(self, offset: int, size: int) -> int:
         start = self._locate(offset)
@@ -251,7 +442,10 @@ class SegmentedLog(PartitionLog):
             return offset
         if start + size >= self._end_position:
             return self.next_offset
-        return next(self._walk(start + size)).base_offset
+        try:
+            return next(self._walk(start + size)).base_offset
+        except CorruptBatch:  # the read stopped before a bad batch: after its own last
+            return max(batch.last_offset for batch in self._walk(start, start + size)) + 1
 
     def bytes_from(self, offset: int, end_offset: int | None = None) -> int:
         end = self.next_offset if end_offset is None else end_offset
@@ -344,7 +538,11 @@ class SegmentedLog(PartitionLog):
 
     def stored_batches(self, end_offset: int) -> Iterator[bytes]:
         for batch in self._walk(self._first_position, self._end_of(end_offset)):
-            yield self.store.read(batch.position, batch.position + batch.length)
+            stored = self.store.read(batch.position, batch.position + batch.length)
+            if batch.position < self.trusted_end:
+                # Compaction would write a damaged batch's records into a sound new one.
+                self._check([stored], batch.position, batch.base_offset)
+            yield stored
 
     def batch_timestamps(self, first_offset: int, end_offset: int) -> Iterator[int]:
         start = self._locate(first_offset)
@@ -357,6 +555,7 @@ class SegmentedLog(PartitionLog):
         start = stop - sum(len(batch) for batch in batches)
         self.store.replace_first(batches, start)
         self._read_ends.clear()
+        self._checked.clear()
         entries: list[tuple[int, int, int]] = []
         interval = self._interval()
         position = start

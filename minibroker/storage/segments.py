@@ -13,14 +13,24 @@ segment is fsynced and closed, and opened again for each read. Positions are the
 byte positions (state/log.py): a segment knows where its first byte sits among them.
 
 Recovery rules (every start; `recover` applies them, nothing else reads raw files):
-- Segments are read in base-offset order, batch by batch. A batch is good when its
-  length field covers at least a batch header and fits in the file, its magic is 2, its
-  CRC-32C matches, and its offsets start after those of the batch before it.
-- The first bad batch is where the log ends: a write the process did not finish. The
-  segment is truncated there and the segments after it are deleted.
+- Segments are read in base-offset order, batch by batch, from the first one after the
+  partition's recovery point (storage/checkpoint.py: the segments sealed before it are
+  trusted by their sizes and index, and checked when read). A batch is good when its
+  length field covers at least a batch header and fits in the file, its leader epoch is
+  the one this broker stamps, its magic is 2, its CRC-32C matches, and its offsets come
+  after those of the batch before it and before the next segment's first offset.
+- After a bad batch the scan looks for the next good batch in the same segment (a
+  length field is not trusted: from the bad batch's declared end, then byte by byte).
+  None found in the last segment: the bad batch is where the log ends, a write the
+  process did not finish, and the segment is truncated there. Otherwise it is damage:
+  the bad bytes (up to the next good batch, or to the segment's end) are moved to
+  `<segment>.<byte position>.corrupt`, the segment is rewritten without them, and the
+  scan goes on; later segments are kept, so the log end never moves back past them.
+  Each damage is reported with the offsets it took (Recovery.damage).
 - A segment whose first batch starts below the end of the segment before it is the
   leftover of a compaction swap cut short (its batches are already in the rewritten
-  segment): it is deleted, and recovery goes on with the next one.
+  segment; its name is below the next offset): it is deleted, and recovery goes on with
+  the next one.
 - The log start offset kept in `log-start-offset` (moved by retention and DeleteRecords)
   is applied after the scan.
 """
@@ -33,8 +43,9 @@ import errno
 import mmap
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minibroker.protocol import records
@@ -45,7 +56,6 @@ from minibroker.storage.open_files import OpenFiles
 SUFFIX = ".log"
 NEVER = 2**63 - 1
 START_FILE = "log-start-offset"
-_MAGIC_AT = 16
 _MIN_BATCH = records.HEADER_SIZE
 
 
@@ -77,6 +87,31 @@ class RecoveredBatch:
     header: BatchHeader
     length: int
     commit: bool | None  # a control batch's marker: commit (True) or abort (False)
+    segment_start: bool = False  # the first batch of its segment
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes of a segment that held no good batch, moved aside (recovery rules)."""
+
+    path: Path  # the segment
+    position: int  # within the segment file, before it was rewritten
+    length: int
+    first_offset: int  # the offsets lost with them (none when first > last)
+    last_offset: int
+    kept_as: Path  # where the bytes went
+
+    def describe(self) -> str:
+        lost = (
+            f"offsets {self.first_offset}-{self.last_offset}"
+            if self.first_offset <= self.last_offset
+            else "no offsets"
+        )
+        return (
+            f"{self.path}: corrupt data at byte {self.position} ({self.length} bytes): "
+            f"{lost} dropped, the bytes kept in {self.kept_as.name}; the batches after them "
+            "are kept"
+        )
 
 
 @dataclass(slots=True)
@@ -85,9 +120,16 @@ class Recovery:
     what it cut away."""
 
     batch_count: int = 0
-    truncated_bytes: int = 0
+    truncated_bytes: int = 0  # torn tails: writes the process did not finish
     deleted_segments: int = 0
     log_start_offset: int = 0
+    damage: list[Damage] = field(default_factory=list)
+    torn_tail_offset: int = -1  # the first offset a torn tail would have held
+
+
+def segment_offset(path: Path) -> int:
+    """The base offset a segment file's name gives (its first batch's when written)."""
+    return int(path.name.removesuffix(SUFFIX))
 
 
 def _marker_commit(batch: memoryview) -> bool | None:
@@ -99,74 +141,204 @@ def _marker_commit(batch: memoryview) -> bool | None:
     return len(key) >= 4 and int.from_bytes(key[2:4], "big") == records.COMMIT_MARKER
 
 
-def _good_batches(view: memoryview, next_offset: int) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each good batch from the start of `view`, to the first bad."""
+def good_batch(
+    view: memoryview, position: int, next_offset: int, ceiling: int = NEVER
+) -> BatchHeader | None:
+    """The header of the batch at `position` when it is good (the recovery rules), else
+    None: its offsets at or above `next_offset` and below `ceiling`."""
+    size = len(view)
+    if position < 0 or position + _MIN_BATCH > size:
+        return None
+    header = records.read_header(view, position)
+    end = position + records.LOG_OVERHEAD + header.batch_length
+    if (
+        header.batch_length < _MIN_BATCH - records.LOG_OVERHEAD
+        or end > size
+        or header.partition_leader_epoch != LEADER_EPOCH
+        or header.magic != 2
+        or header.base_offset < next_offset
+        or header.last_offset_delta < 0
+        or header.base_offset + header.last_offset_delta >= ceiling
+        or records.crc32c(view[position + records.CRC_START : end]) != header.crc
+    ):
+        return None
+    return header
+
+
+# What every stored batch holds at bytes 12-16: the leader epoch this broker stamps, then
+# magic 2. A search for the next good batch after a bad one only checks where it occurs.
+_EPOCH_AND_MAGIC = LEADER_EPOCH.to_bytes(4, "big", signed=True) + b"\x02"
+_EPOCH_AT = 12
+
+
+def next_good(
+    view: memoryview, bad: int, next_offset: int, ceiling: int = NEVER
+) -> tuple[int, BatchHeader] | None:
+    """The next good batch after a bad one at `bad` (its declared end first)."""
+    declared = bad + records.LOG_OVERHEAD + int.from_bytes(view[bad + 8 : bad + 12], "big")
+    if declared > bad and (header := good_batch(view, declared, next_offset, ceiling)):
+        return declared, header
+    data = view.obj if isinstance(view.obj, mmap.mmap) else view.tobytes()
+    at = bad + 1 + _EPOCH_AT
+    while (found := data.find(_EPOCH_AND_MAGIC, at)) >= 0:
+        candidate = found - _EPOCH_AT
+        if header := good_batch(view, candidate, next_offset, ceiling):
+            return candidate, header
+        at = found + 1
+    return None
+
+
+# base offset, batch length, leader epoch, magic, CRC, attributes, last offset delta
+_CHECKED = struct.Struct(">qiibIhi")
+
+
+def first_bad(view: memoryview, next_offset: int = 0) -> tuple[int, int] | None:
+    """(position, offset expected there) of the first bad batch in `view`, which must hold
+    whole batches and nothing else; None when every batch is good. A read's check: the
+    checks of good_batch, without building headers."""
     position, size = 0, len(view)
-    while position + _MIN_BATCH <= size:
-        header = records.read_header(view, position)
-        end = position + records.LOG_OVERHEAD + header.batch_length
+    unpack, crc32c = _CHECKED.unpack_from, records.crc32c
+    while position < size:
+        if position + _MIN_BATCH > size:
+            return position, next_offset
+        base_offset, length, epoch, magic, crc, _attributes, delta = unpack(view, position)
+        end = position + records.LOG_OVERHEAD + length
         if (
-            header.batch_length < _MIN_BATCH - records.LOG_OVERHEAD
+            length < _MIN_BATCH - records.LOG_OVERHEAD
             or end > size
-            or view[position + _MAGIC_AT] != 2
-            or header.base_offset < next_offset
-            or records.crc32c(view[position + records.CRC_START : end]) != header.crc
+            or epoch != LEADER_EPOCH
+            or magic != 2
+            or base_offset < next_offset
+            or delta < 0
+            or crc32c(view[position + records.CRC_START : end]) != crc
         ):
-            return
-        yield position, header
-        next_offset = header.base_offset + header.last_offset_delta + 1
+            return position, next_offset
+        next_offset = base_offset + delta + 1
         position = end
+    return None
+
+
+@dataclass(slots=True)
+class _Scan:
+    """One segment's scan: the byte ranges kept and those moved aside."""
+
+    kept: list[tuple[int, int]] = field(default_factory=list)
+    bad: list[tuple[int, int, int, int]] = field(default_factory=list)  # start, end, offsets
+    torn_at: int = -1  # a torn tail's first byte (the last segment only)
+
+
+def _scan(
+    view: memoryview,
+    next_offset: int,
+    ceiling: int,
+    next_start: int,
+    last: bool,
+    on_batch: Callable[[RecoveredBatch], None],
+) -> tuple[_Scan, int, int]:
+    """Scan one segment's bytes: what to keep, the next offset after it, its batches
+    (`next_start`: where the next segment's offsets start)."""
+    scan = _Scan()
+    position, size, count = 0, len(view), 0
+    while position < size:
+        header = good_batch(view, position, next_offset, ceiling)
+        if header is None:
+            found = next_good(view, position, next_offset, ceiling)
+            if found is None and last:
+                scan.torn_at = position
+                break
+            resume, lost_below = (found[0], found[1].base_offset) if found else (size, next_start)
+            scan.bad.append((position, resume, next_offset, lost_below - 1))
+            position = resume
+            continue
+        length = records.LOG_OVERHEAD + header.batch_length
+        batch = view[position : position + length]
+        commit = _marker_commit(batch) if header.is_control else None
+        on_batch(RecoveredBatch(header, length, commit, segment_start=not scan.kept))
+        count += 1
+        next_offset = header.base_offset + header.last_offset_delta + 1
+        if scan.kept and scan.kept[-1][1] == position:
+            scan.kept[-1] = (scan.kept[-1][0], position + length)
+        else:
+            scan.kept.append((position, position + length))
+        position += length
+    return scan, next_offset, count
+
+
+def _set_aside(path: Path, view: memoryview, scan: _Scan) -> list[Damage]:
+    """Move a segment's bad ranges to `.corrupt` files and rewrite it with the rest (a
+    crash on the way leaves the segment as it was, to be scanned again)."""
+    damage = []
+    for start, end, first_offset, last_offset in scan.bad:
+        kept_as = path.with_name(f"{path.name}.{start}.corrupt")
+        replace_file(kept_as, bytes(view[start:end]))
+        damage.append(Damage(path, start, end - start, first_offset, last_offset, kept_as))
+    scratch = path.with_name(path.name + ".repaired")
+    with open(scratch, "wb") as file:
+        for start, end in scan.kept:
+            file.write(view[start:end])
+        file.flush()
+        os.fsync(file.fileno())
+    return damage
 
 
 def recover(
-    directory: Path, on_batch: Callable[[RecoveredBatch], None] = lambda found: None
+    directory: Path,
+    on_batch: Callable[[RecoveredBatch], None] = lambda found: None,
+    *,
+    trusted: Sequence[Segment] = (),
+    next_offset: int = 0,
 ) -> tuple[list[Segment], Recovery]:
-    """Scan a partition's segment files (the rules above), repairing them, handing each
-    good batch to `on_batch` in order; the segments left and what was cut."""
+    """Scan a partition's segment files after the `trusted` ones (a recovery point's, up
+    to `next_offset`), following the rules above, repairing them and handing each good
+    batch to `on_batch` in order; the segments after the trusted ones, and what was cut."""
     recovery = Recovery()
     segments: list[Segment] = []
+    trusted_names = {segment.path.name for segment in trusted}
     paths = sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []
-    next_offset, position, ended = 0, 0, False
-    for path in paths:
-        size = path.stat().st_size
-        if ended:
-            path.unlink()
+    paths = [path for path in paths if path.name not in trusted_names]
+    for stale in directory.glob(f"*{SUFFIX}.repaired") if directory.is_dir() else ():
+        stale.unlink()  # a repair a crash cut short: its segment is scanned again
+    position = trusted[-1].start + trusted[-1].size if trusted else 0
+    for number, path in enumerate(paths):
+        last = number == len(paths) - 1
+        if (segments or trusted) and segment_offset(path) < next_offset:
+            path.unlink()  # a compaction swap's leftover
             recovery.deleted_segments += 1
-            recovery.truncated_bytes += size
             continue
-        good_end = 0
+        # No batch of a sealed segment reaches the last segment's first offset (the next
+        # segment's name could be a compaction leftover's, below it).
+        ceiling = NEVER if last else segment_offset(paths[-1])
+        later = [segment_offset(p) for p in paths[number + 1 :]]
+        next_start = min((o for o in later if o >= next_offset), default=ceiling)
+        size = path.stat().st_size
         with open(path, "rb") as file:
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
             try:
                 view = memoryview(mapped) if mapped is not None else memoryview(b"")
-                if segments and size >= _MIN_BATCH:
-                    first = records.read_header(view, 0)
-                    if first.base_offset < next_offset and first.magic == 2:
-                        view.release()
-                        path.unlink()  # a compaction swap's leftover
-                        recovery.deleted_segments += 1
-                        continue
-                for at, header in _good_batches(view, next_offset):
-                    length = records.LOG_OVERHEAD + header.batch_length
-                    commit = _marker_commit(view[at : at + length]) if header.is_control else None
-                    on_batch(RecoveredBatch(header, length, commit))
-                    recovery.batch_count += 1
-                    next_offset = header.base_offset + header.last_offset_delta + 1
-                    good_end = at + length
+                scan, next_offset, count = _scan(
+                    view, next_offset, ceiling, next_start, last, on_batch
+                )
+                recovery.batch_count += count
+                if scan.bad:
+                    recovery.damage += _set_aside(path, view, scan)
                 view.release()
             finally:
                 if mapped is not None:
                     mapped.close()
-        if good_end < size:
-            ended = True
-            recovery.truncated_bytes += size - good_end
-            if good_end == 0 and segments:
-                path.unlink()
-                recovery.deleted_segments += 1
-                continue
-            os.truncate(path, good_end)
-        segments.append(Segment(path, position, good_end))
-        position += good_end
+        kept = sum(end - start for start, end in scan.kept)
+        if scan.bad:
+            os.replace(path.with_name(path.name + ".repaired"), path)
+            _sync_directory(directory)
+        elif scan.torn_at >= 0:
+            recovery.truncated_bytes += size - scan.torn_at
+            recovery.torn_tail_offset = next_offset
+            os.truncate(path, scan.torn_at)
+        if kept == 0 and (segments or trusted or not last):
+            path.unlink()  # nothing left in it; the name of the next says where it goes on
+            recovery.deleted_segments += 1
+            continue
+        segments.append(Segment(path, position, kept))
+        position += kept
     start_file = directory / START_FILE
     with contextlib.suppress(FileNotFoundError, ValueError):
         recovery.log_start_offset = int(start_file.read_text())
@@ -208,6 +380,20 @@ class SegmentStore:
     @property
     def segments(self) -> list[Segment]:
         return list(self._segments)
+
+    @property
+    def active_start(self) -> int:
+        """The log position where the active segment begins (-1 with none)."""
+        return self._starts[-1] if self._starts else -1
+
+    def file_position(self, position: int) -> tuple[Path | None, int, int]:
+        """The segment file holding the log's byte `position`, where in it, and the log
+        position where that segment ends."""
+        index = bisect.bisect_right(self._starts, position) - 1
+        if index < 0:
+            return None, position, position
+        segment = self._segments[index]
+        return segment.path, position - segment.start, segment.start + segment.size
 
     def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
         segments = self._segments

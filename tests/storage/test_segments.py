@@ -75,21 +75,27 @@ def test_every_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
         assert recovery.truncated_bytes == cut - whole
 
 
-def test_a_corrupt_batch_ends_the_log_and_later_segments_go(tmp_path: Path) -> None:
-    _write(tmp_path, 6, segment_bytes=200)
-    first, second, *later = sorted(tmp_path.glob("*.log"))
+def test_a_corrupt_batch_in_a_sealed_segment_is_set_aside_and_later_segments_stay(
+    tmp_path: Path,
+) -> None:
+    written = _write(tmp_path, 6, segment_bytes=200)
+    names = sorted(p.name for p in tmp_path.glob("*.log"))
+    second = tmp_path / names[1]
     data = bytearray(second.read_bytes())
     data[-3] ^= 0xFF  # inside the last batch of the second segment, under its CRC
     second.write_bytes(bytes(data))
     found: list[RecoveredBatch] = []
     _segments, recovery = recover(tmp_path, found.append)
-    assert [p.name for p in sorted(tmp_path.glob("*.log"))] == [first.name, second.name]
-    assert recovery.deleted_segments == len(later)
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == names
+    [damage] = recovery.damage
+    lost = range(damage.first_offset, damage.last_offset + 1)
+    assert damage.kept_as.read_bytes() == bytes(data[damage.position :])
+    assert recovery.truncated_bytes == recovery.deleted_segments == 0
     log = _reopened(tmp_path, segment_bytes=200)
-    assert log.next_offset == found[-1].header.base_offset + 2
-    # A broker appends after what recovery kept, where the bad batch was.
-    batch = build_batch([(None, b"after")])
-    assert log.append(read_header(batch), batch).base_offset == log.next_offset - 1
+    assert log.next_offset == written.next_offset  # the log end did not move back
+    kept = [h.base_offset for h, _ in split_batches(log.read(0, 1 << 20))]
+    assert kept == [offset for offset in range(0, 12, 2) if offset not in lost]
+    assert len(lost) == 2
 
 
 def test_a_length_field_pointing_past_the_file_is_a_torn_tail(tmp_path: Path) -> None:
