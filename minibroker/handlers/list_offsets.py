@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, led_partition
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.log import LEADER_EPOCH, PartitionLog
+from minibroker.state.log import LEADER_EPOCH, CorruptBatch, PartitionLog
 
 LATEST = -1
 EARLIEST = -2
@@ -76,7 +76,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 partition, code = led_partition(ctx, topic, wanted.partition_index)
                 if partition is not None:
-                    offset, timestamp = _lookup(partition.log, wanted.timestamp, limit, committed)
+                    try:
+                        offset, timestamp = _lookup(
+                            partition.log, wanted.timestamp, limit, committed
+                        )
+                    except CorruptBatch:  # logged by the log; as Fetch answers it
+                        code = ErrorCode.corrupt_message
             partitions.append(
                 ctx.make(
                     "ListOffsetsPartitionResponse",

@@ -315,3 +315,25 @@ def test_compaction_never_rewrites_a_damaged_batch_into_a_sound_one(
         list(log.stored_batches(log.next_offset))
     data_dir.close()
     assert raised.value.path == damaged.segment
+
+
+def test_a_timestamp_lookup_steps_over_a_bad_length(
+    written: dict[str, Written], tmp_path: Path
+) -> None:
+    path = tmp_path / "data"
+    shutil.copytree(written["clean"].path, path)
+    segment = sorted(_partition_dir(path).glob("*.log"))
+    sound = split_batches(segment[len(segment) // 2].read_bytes())
+    damaged = _damage(_partition_dir(path), "length", "middle")
+    # The time of the batch after the damaged one: the lookup has to step over it.
+    (later,) = [h.base_timestamp for h, _ in sound if h.base_offset == damaged.first_offset + 1]
+    with Broker(data_dir=str(path)) as broker:
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": broker.bootstrap_servers, "group.id": "times"}
+        )
+        try:
+            wanted = confluent_kafka.TopicPartition(TOPIC, 0, later)
+            [found] = consumer.offsets_for_times([wanted], timeout=TIMEOUT)
+            assert (found.error, found.offset) == (None, damaged.first_offset + 1)
+        finally:
+            consumer.close()
