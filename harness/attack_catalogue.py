@@ -11,10 +11,13 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import os
 import struct
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.attacks import (
@@ -672,6 +675,71 @@ def nulls(run: Run) -> None:
         )
 
 
+# --- 9. the request recording ---------------------------------------------------------
+
+RECORD_FILE = Path(tempfile.gettempdir()) / f"minibroker-attack-{os.getpid()}.jsonl"
+
+
+RECORDED_TOPIC = "recorded"
+DELETE_RECORDS = 21
+
+
+def recorded_produces(
+    count: int = 200, size: int = 900 * 1024, per_second: float = 150.0
+) -> Callable[[Run], None]:
+    """`count` honest produces of one `size`-byte record each, `per_second`, to a broker
+    recording every request. Each record is deleted (DeleteRecords) once stored, so what
+    the broker holds beyond its baseline is the recording's: it must not grow with the
+    bytes recorded."""
+
+    def attack(run: Run) -> None:
+        request = produce_request(
+            RECORDED_TOPIC,
+            records.build_batch([(None, bytes(size))], timestamp_ms=1000),
+            acks=1,
+            timeout_ms=30_000,
+        )
+        with run.during_action(1.0), RawClient(run.bootstrap, timeout=30) as client:
+            client.request(CREATE_TOPICS, 7, create_topics_request([(RECORDED_TOPIC, 1, {})]))
+            started = time.monotonic()
+            for index in range(count):
+                time.sleep(max(0.0, started + index / per_second - time.monotonic()))
+                response = client.request(PRODUCE, 9, request)
+                if produce_codes(response) != [0]:
+                    run.problem(f"a produce of {size:,} bytes got {produce_codes(response)}")
+                    break
+                stored = response.responses[0].partition_responses[0].base_offset
+                client.call(
+                    DELETE_RECORDS,
+                    2,
+                    topics=(
+                        make(
+                            DELETE_RECORDS,
+                            2,
+                            "DeleteRecordsTopic",
+                            name=RECORDED_TOPIC,
+                            partitions=(
+                                make(
+                                    DELETE_RECORDS,
+                                    2,
+                                    "DeleteRecordsPartition",
+                                    partition_index=0,
+                                    offset=stored + 1,
+                                ),
+                            ),
+                        ),
+                    ),
+                    timeout=datetime.timedelta(seconds=30),
+                )
+        run.add_stored(size)  # the last record, until the next one is produced
+        run.fact(f"{count} x {size // 1024:,} KB produced ({count * size / MiB:,.0f} MiB)")
+        if RECORD_FILE.exists():
+            run.fact(f"record file {RECORD_FILE.stat().st_size / MiB:,.1f} MiB so far")
+            RECORD_FILE.unlink()  # the broker writes on into the unlinked file until it stops
+
+    return attack
+
+
 # --- the catalogue ----------------------------------------------------------------------
 
 SMALL_TIMEOUTS = {
@@ -748,6 +816,22 @@ SCENARIOS: list[Scenario] = [
         "7 CreateTopics 3 x 100,000 partitions", 7, mass_create(3, 100_000), summary="creation"
     ),
     Scenario("8 null arrays, every API and version", 8, nulls, summary="nulls"),
+    Scenario(
+        "9 200 x 900 KB produces, --record-file",
+        9,
+        recorded_produces(),
+        {"record_file": str(RECORD_FILE)},
+        allowance=64 * MiB,
+        summary="the record file keeps nothing in memory",
+    ),
+    Scenario(
+        "9 200 x 900 KB produces, recorded in memory (16 MiB)",
+        9,
+        recorded_produces(),
+        {"record_requests": True, "record_requests_max_bytes": 16 * MiB},
+        allowance=64 * MiB,
+        summary="the recording within record_requests_max_bytes",
+    ),
 ]
 
 

@@ -151,3 +151,14 @@ def test_creating_3_topics_of_100000_partitions_is_refused_without_a_stall() -> 
 
 def test_null_arrays_get_an_answer_or_a_closed_connection_never_a_traceback() -> None:
     _check("8 null arrays, every API and version")
+
+
+# --- 9. the request recording -----------------------------------------------------------
+
+
+def test_a_record_file_keeps_nothing_of_large_produces_in_memory() -> None:
+    _check("9 200 x 900 KB produces, --record-file")
+
+
+def test_the_in_memory_recording_stays_within_its_byte_budget() -> None:
+    _check("9 200 x 900 KB produces, recorded in memory (16 MiB)")
