@@ -71,12 +71,11 @@ class BrokerConfig:
     max_connections: int = _setting(
         1024, "connections per node; further ones are closed when accepted (max.connections)"
     )
-    max_connection_creation_rate: float = _setting(
-        500,
-        "new connections per second one client address may open per node, with bursts of "
-        "as many; further ones are closed as soon as they are accepted (0: no limit). "
-        "Kafka's per-IP connection_creation_rate quota; its max.connection.creation.rate "
-        "counts a whole listener",
+    max_connection_creation_rate: int = _setting(
+        100,
+        "new connections per second one client address may open to a node, after a burst "
+        "of ten seconds' worth; further ones are closed as soon as they are accepted "
+        "(0: no limit). Kafka's per-IP connection_creation_rate quota",
     )
     queued_max_request_bytes: int = _setting(
         256 * 1024 * 1024,
