@@ -329,7 +329,8 @@ async def _proxy(args: argparse.Namespace) -> int:
             out.write(json_line(exchange) + "\n")
             out.flush()
 
-        proxy = RecordingProxy(args.upstream, host=args.host, port=args.port, record=write)
+        # Written as they happen, kept nowhere else.
+        proxy = RecordingProxy(args.upstream, host=args.host, port=args.port, record=write, keep=0)
         stop = _stop_on_signals()
         try:
             await proxy.start()
