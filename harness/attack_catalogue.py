@@ -7,11 +7,14 @@ bench/hostile.py (the same attacks, measured and tabulated) share it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime
 import functools
 import os
+import select
+import socket
 import struct
 import tempfile
 import time
@@ -57,6 +60,7 @@ from harness.raw_client import (
     list_offsets_request,
     make,
     make_request,
+    parse_host_port,
     produce_codes,
     produce_request,
 )
@@ -740,6 +744,96 @@ def recorded_produces(
     return attack
 
 
+# --- 10. connection churn ----------------------------------------------------------------
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+SASL_LISTENERS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
+# The storm comes from another loopback address than the honest client's (Linux routes
+# all of 127/8 to loopback): a misbehaving client on another host.
+STORM_SOURCE = "127.0.0.2"
+
+
+def _sign_in(mechanism: str, token: bytes) -> bytes:
+    return encode(
+        SASL_HANDSHAKE, 1, make_request(SASL_HANDSHAKE, 1, mechanism=mechanism), 1, "storm"
+    ) + encode(
+        SASL_AUTHENTICATE, 2, make_request(SASL_AUTHENTICATE, 2, auth_bytes=token), 2, "storm"
+    )
+
+
+# What each new connection of a storm sends at once, and whether it goes to the SASL
+# listener.
+STORM_PAYLOADS: dict[str, tuple[bytes, bool]] = {
+    "connect + ApiVersions": (
+        encode(
+            API_VERSIONS,
+            3,
+            make_request(
+                API_VERSIONS, 3, client_software_name="storm", client_software_version="1"
+            ),
+            1,
+            "storm",
+        ),
+        False,
+    ),
+    "SASL PLAIN, wrong password": (_sign_in("PLAIN", b"\0admin\0wrong-password"), True),
+    "SCRAM first messages": (
+        _sign_in("SCRAM-SHA-256", b"n,,n=admin,r=" + b"x" * 24),
+        True,
+    ),
+}
+
+
+def connection_storm(
+    kind: str, per_second: int = 2000, seconds: float = 3.0, open_at_once: int = 50
+) -> Callable[[Run], None]:
+    """New connections from one address, `per_second` for `seconds` from one thread, each
+    sending the `kind` payload as soon as it is connected and reset `open_at_once`
+    connections later, answered or not. Connects do not wait: one the broker's listen
+    queue has no room for yet is tried again by the kernel meanwhile."""
+    payload, over_sasl = STORM_PAYLOADS[kind]
+
+    def attack(run: Run) -> None:
+        bootstrap = run.target.broker.listeners["SASL_PLAINTEXT"] if over_sasl else run.bootstrap
+        address = parse_host_port(bootstrap)
+        total = int(per_second * seconds)
+        opened: collections.deque[socket.socket] = collections.deque()
+        waiting: set[socket.socket] = set()  # connecting: the payload is still to send
+        sent = refused = 0
+        with run.during_action(seconds):
+            started = time.monotonic()
+            for index in range(total):
+                time.sleep(max(0.0, started + index / per_second - time.monotonic()))
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.setblocking(False)
+                sock.bind((STORM_SOURCE, 0))
+                sock.connect_ex(address)
+                opened.append(sock)
+                waiting.add(sock)
+                if waiting and index % 10 == 0:
+                    _, ready, _ = select.select([], list(waiting), [], 0)
+                    for connected in ready:
+                        waiting.discard(connected)
+                        try:
+                            connected.send(payload)
+                            sent += 1
+                        except OSError:
+                            refused += 1
+                while len(opened) > open_at_once:
+                    old = opened.popleft()
+                    waiting.discard(old)
+                    old.close()
+            elapsed = time.monotonic() - started
+        close_all(opened)
+        run.fact(
+            f"{total:,} connections opened in {elapsed:.1f} s ({total / elapsed:,.0f}/s), "
+            f"{sent:,} sent their request, {refused:,} were closed first"
+        )
+
+    return attack
+
+
 # --- the catalogue ----------------------------------------------------------------------
 
 SMALL_TIMEOUTS = {
@@ -799,6 +893,8 @@ SCENARIOS: list[Scenario] = [
         "6 1,000 idle connections: memory",
         6,
         idle_memory(),
+        # Holding connections, not opening them: all 1,000 are let in at once.
+        {"max_connection_creation_rate": 0},
         allowance=64 * MiB,
         summary="memory of idle connections",
     ),
@@ -831,6 +927,16 @@ SCENARIOS: list[Scenario] = [
         {"record_requests": True, "record_requests_max_bytes": 16 * MiB},
         allowance=64 * MiB,
         summary="the recording within record_requests_max_bytes",
+    ),
+    *(
+        Scenario(
+            f"10 2,000 new connections/s: {kind}",
+            10,
+            connection_storm(kind),
+            SASL_LISTENERS if STORM_PAYLOADS[kind][1] else {},
+            summary="connection churn from one address",
+        )
+        for kind in STORM_PAYLOADS
     ),
 ]
 

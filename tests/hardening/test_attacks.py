@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.attack_catalogue import CODECS, HUGE_LENGTH_FRAMES, scenario
+from harness.attack_catalogue import CODECS, HUGE_LENGTH_FRAMES, STORM_PAYLOADS, scenario
 from harness.attacks import (
     TEST_AFTER_RATIO,
     TEST_DURING_RATIO,
@@ -162,3 +162,11 @@ def test_a_record_file_keeps_nothing_of_large_produces_in_memory() -> None:
 
 def test_the_in_memory_recording_stays_within_its_byte_budget() -> None:
     _check("9 200 x 900 KB produces, recorded in memory (16 MiB)")
+
+
+# --- 10. connection churn ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(STORM_PAYLOADS))
+def test_a_storm_of_new_connections_from_one_address_does_not_starve_others(kind: str) -> None:
+    _check(f"10 2,000 new connections/s: {kind}")
