@@ -800,9 +800,13 @@ def connection_storm(
         opened: collections.deque[socket.socket] = collections.deque()
         waiting: set[socket.socket] = set()  # connecting: the payload is still to send
         sent = refused = 0
+        newcomer: float | None = None
         with run.during_action(seconds):
             started = time.monotonic()
             for index in range(total):
+                if index == total // 2:
+                    # A new client from another address, in the middle of the storm.
+                    newcomer = first_served(run.bootstrap, timeout=5.0)
                 time.sleep(max(0.0, started + index / per_second - time.monotonic()))
                 sock = socket.socket()
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -830,6 +834,10 @@ def connection_storm(
             f"{total:,} connections opened in {elapsed:.1f} s ({total / elapsed:,.0f}/s), "
             f"{sent:,} sent their request, {refused:,} were closed first"
         )
+        if newcomer is None:
+            run.problem("a new client from another address was not served within 5 s")
+        else:
+            run.fact(f"a new client from another address served in {newcomer * 1000:,.0f} ms")
 
     return attack
 
