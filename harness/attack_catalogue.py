@@ -7,15 +7,21 @@ bench/hostile.py (the same attacks, measured and tabulated) share it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime
 import functools
+import os
 import resource
+import select
+import socket
 import struct
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.attacks import (
@@ -57,6 +63,7 @@ from harness.raw_client import (
     list_offsets_request,
     make,
     make_request,
+    parse_host_port,
     produce_codes,
     produce_request,
 )
@@ -747,6 +754,169 @@ def nulls(run: Run) -> None:
         )
 
 
+# --- 9. the request recording ---------------------------------------------------------
+
+RECORD_FILE = Path(tempfile.gettempdir()) / f"minibroker-attack-{os.getpid()}.jsonl"
+
+
+RECORDED_TOPIC = "recorded"
+DELETE_RECORDS = 21
+
+
+def recorded_produces(
+    count: int = 200, size: int = 900 * 1024, per_second: float = 150.0
+) -> Callable[[Run], None]:
+    """`count` honest produces of one `size`-byte record each, `per_second`, to a broker
+    recording every request. Each record is deleted (DeleteRecords) once stored, so what
+    the broker holds beyond its baseline is the recording's: it must not grow with the
+    bytes recorded."""
+
+    def attack(run: Run) -> None:
+        request = produce_request(
+            RECORDED_TOPIC,
+            records.build_batch([(None, bytes(size))], timestamp_ms=1000),
+            acks=1,
+            timeout_ms=30_000,
+        )
+        with run.during_action(1.0), RawClient(run.bootstrap, timeout=30) as client:
+            client.request(CREATE_TOPICS, 7, create_topics_request([(RECORDED_TOPIC, 1, {})]))
+            started = time.monotonic()
+            for index in range(count):
+                time.sleep(max(0.0, started + index / per_second - time.monotonic()))
+                response = client.request(PRODUCE, 9, request)
+                if produce_codes(response) != [0]:
+                    run.problem(f"a produce of {size:,} bytes got {produce_codes(response)}")
+                    break
+                stored = response.responses[0].partition_responses[0].base_offset
+                client.call(
+                    DELETE_RECORDS,
+                    2,
+                    topics=(
+                        make(
+                            DELETE_RECORDS,
+                            2,
+                            "DeleteRecordsTopic",
+                            name=RECORDED_TOPIC,
+                            partitions=(
+                                make(
+                                    DELETE_RECORDS,
+                                    2,
+                                    "DeleteRecordsPartition",
+                                    partition_index=0,
+                                    offset=stored + 1,
+                                ),
+                            ),
+                        ),
+                    ),
+                    timeout=datetime.timedelta(seconds=30),
+                )
+        run.add_stored(size)  # the last record, until the next one is produced
+        run.fact(f"{count} x {size // 1024:,} KB produced ({count * size / MiB:,.0f} MiB)")
+        if RECORD_FILE.exists():
+            run.fact(f"record file {RECORD_FILE.stat().st_size / MiB:,.1f} MiB so far")
+            RECORD_FILE.unlink()  # the broker writes on into the unlinked file until it stops
+
+    return attack
+
+
+# --- 10. connection churn ----------------------------------------------------------------
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+SASL_LISTENERS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
+# The storm comes from another loopback address than the honest client's (Linux routes
+# all of 127/8 to loopback): a misbehaving client on another host.
+STORM_SOURCE = "127.0.0.2"
+
+
+def _sign_in(mechanism: str, token: bytes) -> bytes:
+    return encode(
+        SASL_HANDSHAKE, 1, make_request(SASL_HANDSHAKE, 1, mechanism=mechanism), 1, "storm"
+    ) + encode(
+        SASL_AUTHENTICATE, 2, make_request(SASL_AUTHENTICATE, 2, auth_bytes=token), 2, "storm"
+    )
+
+
+# What each new connection of a storm sends at once, and whether it goes to the SASL
+# listener.
+STORM_PAYLOADS: dict[str, tuple[bytes, bool]] = {
+    "connect + ApiVersions": (
+        encode(
+            API_VERSIONS,
+            3,
+            make_request(
+                API_VERSIONS, 3, client_software_name="storm", client_software_version="1"
+            ),
+            1,
+            "storm",
+        ),
+        False,
+    ),
+    "SASL PLAIN, wrong password": (_sign_in("PLAIN", b"\0admin\0wrong-password"), True),
+    "SCRAM first messages": (
+        _sign_in("SCRAM-SHA-256", b"n,,n=admin,r=" + b"x" * 24),
+        True,
+    ),
+}
+
+
+def connection_storm(
+    kind: str, per_second: int = 2000, seconds: float = 3.0, open_at_once: int = 50
+) -> Callable[[Run], None]:
+    """New connections from one address, `per_second` for `seconds` from one thread, each
+    sending the `kind` payload as soon as it is connected and reset `open_at_once`
+    connections later, answered or not. Connects do not wait: one the broker's listen
+    queue has no room for yet is tried again by the kernel meanwhile."""
+    payload, over_sasl = STORM_PAYLOADS[kind]
+
+    def attack(run: Run) -> None:
+        bootstrap = run.target.broker.listeners["SASL_PLAINTEXT"] if over_sasl else run.bootstrap
+        address = parse_host_port(bootstrap)
+        total = int(per_second * seconds)
+        opened: collections.deque[socket.socket] = collections.deque()
+        waiting: set[socket.socket] = set()  # connecting: the payload is still to send
+        sent = refused = 0
+        newcomer: float | None = None
+        with run.during_action(seconds):
+            started = time.monotonic()
+            for index in range(total):
+                if index == total // 2:
+                    # A new client from another address, in the middle of the storm.
+                    newcomer = first_served(run.bootstrap, timeout=5.0)
+                time.sleep(max(0.0, started + index / per_second - time.monotonic()))
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.setblocking(False)
+                sock.bind((STORM_SOURCE, 0))
+                sock.connect_ex(address)
+                opened.append(sock)
+                waiting.add(sock)
+                if waiting and index % 10 == 0:
+                    _, ready, _ = select.select([], list(waiting), [], 0)
+                    for connected in ready:
+                        waiting.discard(connected)
+                        try:
+                            connected.send(payload)
+                            sent += 1
+                        except OSError:
+                            refused += 1
+                while len(opened) > open_at_once:
+                    old = opened.popleft()
+                    waiting.discard(old)
+                    old.close()
+            elapsed = time.monotonic() - started
+        close_all(opened)
+        run.fact(
+            f"{total:,} connections opened in {elapsed:.1f} s ({total / elapsed:,.0f}/s), "
+            f"{sent:,} sent their request, {refused:,} were closed first"
+        )
+        if newcomer is None:
+            run.problem("a new client from another address was not served within 5 s")
+        else:
+            run.fact(f"a new client from another address served in {newcomer * 1000:,.0f} ms")
+
+    return attack
+
+
 # --- the catalogue ----------------------------------------------------------------------
 
 SMALL_TIMEOUTS = {
@@ -806,6 +976,8 @@ SCENARIOS: list[Scenario] = [
         "6 1,000 idle connections: memory",
         6,
         idle_memory(),
+        # Holding connections, not opening them: all 1,000 are let in at once.
+        {"max_connection_creation_rate": 0},
         allowance=64 * MiB,
         summary="memory of idle connections",
     ),
@@ -833,6 +1005,32 @@ SCENARIOS: list[Scenario] = [
             "rlimits": {resource.RLIMIT_NOFILE: OPEN_FILES},
         },
         summary="segment files within the descriptor limit",
+    ),
+    Scenario(
+        "10 200 x 900 KB produces, --record-file",
+        10,
+        recorded_produces(),
+        {"record_file": str(RECORD_FILE)},
+        allowance=64 * MiB,
+        summary="the record file keeps nothing in memory",
+    ),
+    Scenario(
+        "10 200 x 900 KB produces, recorded in memory (16 MiB)",
+        10,
+        recorded_produces(),
+        {"record_requests": True, "record_requests_max_bytes": 16 * MiB},
+        allowance=64 * MiB,
+        summary="the recording within record_requests_max_bytes",
+    ),
+    *(
+        Scenario(
+            f"11 2,000 new connections/s: {kind}",
+            11,
+            connection_storm(kind),
+            SASL_LISTENERS if STORM_PAYLOADS[kind][1] else {},
+            summary="connection churn from one address",
+        )
+        for kind in STORM_PAYLOADS
     ),
 ]
 

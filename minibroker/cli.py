@@ -173,8 +173,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--record-file",
         metavar="FILE",
-        help="record every request and its answer, decoded, and write them to FILE as "
-        "JSON lines when the broker stops",
+        help="write every request and its answer, decoded, to FILE as JSON lines as they "
+        "are answered (bytes fields over 1 KiB as their size)",
     )
     settings = parser.add_argument_group("broker settings (BrokerConfig)")
     for field in dataclasses.fields(BrokerConfig):
@@ -270,7 +270,12 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     for arguments in args.fault:
         broker.faults.add(**arguments)
     if args.record_file:
-        broker.record_requests()
+        try:
+            broker.record_requests(to=args.record_file)
+        except OSError as exc:
+            print(f"minibroker: cannot write {args.record_file}: {exc}", file=sys.stderr)
+            await broker.stop()
+            return 2
     if broker.config.listeners is not None:
         for listener in broker.nodes[0].listeners:
             address = broker.bootstrap_servers_for(listener.name)
@@ -290,7 +295,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     await stop.wait()
     await broker.stop()
     if args.record_file:
-        written = broker.write_requests(args.record_file)
+        written = broker.recorded_lines()
         print(f"minibroker: {written} requests written to {args.record_file}", file=sys.stderr)
     return 0
 
@@ -325,7 +330,8 @@ async def _proxy(args: argparse.Namespace) -> int:
             out.write(json_line(exchange) + "\n")
             out.flush()
 
-        proxy = RecordingProxy(args.upstream, host=args.host, port=args.port, record=write)
+        # Written as they happen, kept nowhere else.
+        proxy = RecordingProxy(args.upstream, host=args.host, port=args.port, record=write, keep=0)
         stop = _stop_on_signals()
         try:
             await proxy.start()

@@ -17,15 +17,14 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from minibroker.config import BrokerConfig, Listener
 from minibroker.dispatch import RequestRecord
 from minibroker.faults import Faults
 from minibroker.housekeeping import Housekeeping
-from minibroker.inspection import RECORDED_MAX, Recorded
+from minibroker.inspection import Recorded, Recording
 from minibroker.loop_thread import RunsInThread
 from minibroker.protocol.consumer_protocol import encode_assignment, parse_assignment
 from minibroker.server import NodeServer
@@ -85,6 +84,8 @@ class Cluster(RunsInThread):
         self._running = False
         self._data_dir: DataDir | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._record_file: TextIO | None = None  # record_requests(to=...)
+        self._recorded_lines = 0
 
     @staticmethod
     def _users(config: BrokerConfig) -> dict[str, str]:
@@ -196,6 +197,7 @@ class Cluster(RunsInThread):
                 self._flusher = None
             if self._data_dir is not None:
                 self._data_dir.close()
+            self._close_record_file()
 
     def _open_data_dir(self) -> None:
         """Load the data directory (the first start) or take it again (a restart)."""
@@ -318,15 +320,43 @@ class Cluster(RunsInThread):
 
     # --- inspection ---
 
-    def record_requests(self, on: bool = True) -> None:
+    def record_requests(self, on: bool = True, *, to: str | os.PathLike[str] | None = None) -> None:
         """Keep (or stop keeping) every answered request and its answer, decoded, for
-        `requests()`; `record_requests` in the settings turns it on from the start."""
+        `requests()`; `record_requests` in the settings turns it on from the start.
+        With `to`, each is written to that file as a JSON line as it is answered (the
+        file is started afresh) and none is kept; the file is closed by `stop()`."""
+        self._close_record_file()
+        max_bytes = self.config.record_requests_max_bytes
+        write_line = None
+        if on and to is not None:
+            # Lines go out through the buffer as requests are answered: nothing is kept.
+            self._record_file = open(to, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+            write_line = self._record_file.write
         for node in self.nodes:
             dispatcher = node.dispatcher
             if not on:
                 dispatcher.recording = None
-            elif dispatcher.recording is None:
-                dispatcher.recording = deque(maxlen=RECORDED_MAX)
+            elif write_line is not None or dispatcher.recording is None:
+                dispatcher.recording = Recording(max_bytes, write_line)
+
+    def _close_record_file(self) -> None:
+        if self._record_file is None:
+            return
+        self._record_file.close()
+        self._record_file = None
+        for node in self.nodes:
+            recording = node.dispatcher.recording
+            if recording is not None and recording.write_line is not None:
+                self._recorded_lines += recording.written
+                node.dispatcher.recording = None
+
+    def recorded_lines(self) -> int:
+        """Requests written to record files (`record_requests(to=...)`) so far."""
+        return self._recorded_lines + sum(
+            recording.written
+            for node in self.nodes
+            if (recording := node.dispatcher.recording) is not None
+        )
 
     def requests(
         self,

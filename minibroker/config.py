@@ -71,6 +71,12 @@ class BrokerConfig:
     max_connections: int = _setting(
         1024, "connections per node; further ones are closed when accepted (max.connections)"
     )
+    max_connection_creation_rate: int = _setting(
+        100,
+        "new connections per second one client address may open to a node, after a burst "
+        "of ten seconds' worth; further ones are closed as soon as they are accepted "
+        "(0: no limit). Kafka's per-IP connection_creation_rate quota",
+    )
     queued_max_request_bytes: int = _setting(
         256 * 1024 * 1024,
         "bytes a node holds in partial frames and unanswered requests; above it, "
@@ -238,7 +244,12 @@ class BrokerConfig:
     record_requests: bool = _setting(
         False,
         "keep every answered request and its answer, decoded, for broker.requests(...) "
-        "(the newest 100,000 per node)",
+        "(the newest, within record_requests_max_bytes and 100,000 per node)",
+    )
+    record_requests_max_bytes: int = _setting(
+        64 * 1024 * 1024,
+        "bytes the recorded requests and answers may take per node, estimated (oldest "
+        "dropped first); bytes fields over 64 KiB are kept as their first 64 KiB",
     )
     kafka_version: str | None = _setting(
         None,
@@ -409,10 +420,12 @@ LEAST_VALUES: Mapping[str, float] = {
     "message_max_bytes": 1,
     "max_frame_bytes": 1,
     "max_connections": 0,
+    "max_connection_creation_rate": 0,
     "queued_max_request_bytes": 1,
     "connections_max_idle_ms": 1,
     "partial_request_timeout_ms": 1,
     "fetch_max_bytes": 1024,
+    "record_requests_max_bytes": 0,
     "max_partitions_per_broker": 1,
     "max_partitions_per_request": 1,
     "max_decompressed_batch_bytes": 1,

@@ -36,7 +36,7 @@ from minibroker.handlers.registry import (
     RequestContext,
     Steps,
 )
-from minibroker.inspection import RECORDED_MAX, Recorded
+from minibroker.inspection import Recording
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState
 from minibroker.state.sessions import Refused, Session
@@ -121,8 +121,10 @@ class Dispatcher:
         # Milliseconds of throttle time every answer reports (Cluster.set_throttle).
         self.throttle_ms = 0
         # Answered requests, decoded (inspection.py), while recording is on.
-        self.recording: deque[Recorded] | None = (
-            deque(maxlen=RECORDED_MAX) if cluster.config.record_requests else None
+        self.recording: Recording | None = (
+            Recording(cluster.config.record_requests_max_bytes)
+            if cluster.config.record_requests
+            else None
         )
         # Emulating a Kafka release: the versions it served (None: every served version).
         kafka_version = cluster.config.kafka_version
@@ -418,16 +420,8 @@ class Dispatcher:
         self._record(header, name, version, correlation_id, "ok")
         recording = self.recording
         if recording is not None and header is not None:
-            recording.append(
-                Recorded(
-                    time.time(),
-                    self.node_id,
-                    header.client_id,
-                    header.api_key,
-                    version,
-                    correlation_id,
-                    request,
-                    encoded.joined() if isinstance(encoded, messages.FramePieces) else encoded,
-                )
-            )
+            try:
+                recording.keep(time.time(), self.node_id, header, version, request, encoded)
+            except Exception:  # the answer goes out whatever becomes of its record
+                log.exception("node %d: recording %s v%d failed", self.node_id, name, version)
         return encoded

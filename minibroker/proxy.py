@@ -40,6 +40,7 @@ log = logging.getLogger("minibroker.proxy")
 _SIZE = struct.Struct(">i")
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # a frame larger than this closes the connection
 KEPT_EXCHANGES = 100_000  # exchanges() returns at most the newest this many
+CHUNK_BYTES = 1024 * 1024  # large frames are read and written this much at a time
 
 
 def parse_address(text: str) -> Address:
@@ -54,7 +55,13 @@ def json_line(exchange: Exchange) -> str:
 
 
 class RecordingProxy(RunsInThread):
-    """Forward clients to `upstream` ("HOST:PORT") and record what they exchange."""
+    """Forward clients to `upstream` ("HOST:PORT") and record what they exchange.
+
+    What it holds: per connection and direction, the frame in flight (at most
+    `max_frame_bytes`) and, while a frame is decoded for the record, the decoded copy of
+    its bytes fields; frames are read and written a chunk at a time, so no stream or
+    transport buffer holds another copy. Besides, the newest `keep` exchanges, decoded
+    (bytes fields over 1 KiB as their size)."""
 
     def __init__(
         self,
@@ -64,6 +71,7 @@ class RecordingProxy(RunsInThread):
         port: int = 0,
         record: Callable[[Exchange], None] | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        keep: int = KEPT_EXCHANGES,
     ) -> None:
         self.upstream = parse_address(upstream)
         self.host = host
@@ -73,7 +81,8 @@ class RecordingProxy(RunsInThread):
         self._listeners: dict[Address, asyncio.Server] = {}
         self._ports: dict[Address, int] = {}
         self._opening: dict[Address, asyncio.Future[int]] = {}
-        self._recorded: deque[Exchange] = deque(maxlen=KEPT_EXCHANGES)
+        # For exchanges(): the newest `keep` (0 when they are only handed to `record`).
+        self._recorded: deque[Exchange] = deque(maxlen=keep)
         self._connections = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -176,6 +185,8 @@ class RecordingProxy(RunsInThread):
             await asyncio.gather(upstream, downstream, return_exceptions=True)
 
     async def _frames(self, reader: asyncio.StreamReader) -> Any:
+        """Each frame (without its size prefix), read a chunk at a time into memory of
+        its own: the stream's buffer never holds more than a chunk of it."""
         while True:
             try:
                 prefix = await reader.readexactly(_SIZE.size)
@@ -185,18 +196,45 @@ class RecordingProxy(RunsInThread):
             if not 0 <= size <= self._max_frame:
                 log.warning("proxy: a frame of %d bytes: connection closed", size)
                 return
+            if size <= CHUNK_BYTES:
+                try:
+                    yield await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                continue
+            frame = bytearray(size)
+            view = memoryview(frame)
+            filled = 0
             try:
-                yield await reader.readexactly(size)
-            except (asyncio.IncompleteReadError, ConnectionError):
+                while filled < size:
+                    chunk = await reader.read(min(CHUNK_BYTES, size - filled))
+                    if not chunk:
+                        return
+                    view[filled : filled + len(chunk)] = chunk
+                    filled += len(chunk)
+            except ConnectionError:
                 return
+            finally:
+                view.release()
+            yield memoryview(frame).toreadonly()  # kio reads only read-only buffers
+
+    @staticmethod
+    async def _forward(writer: asyncio.StreamWriter, frame: bytes | memoryview) -> None:
+        """Write a frame with its size prefix a chunk at a time, each once the last has
+        mostly gone: the transport's buffer never holds a copy of a large frame."""
+        writer.write(_SIZE.pack(len(frame)))
+        with memoryview(frame) as view:
+            for start in range(0, len(view), CHUNK_BYTES):
+                writer.write(view[start : start + CHUNK_BYTES])
+                await writer.drain()
+        await writer.drain()
 
     async def _requests(
         self, reader: asyncio.StreamReader, broker: asyncio.StreamWriter, conversation: Conversation
     ) -> None:
         async for frame in self._frames(reader):
             conversation.asked(frame, time.time())
-            broker.write(_SIZE.pack(len(frame)) + frame)
-            await broker.drain()
+            await self._forward(broker, frame)
 
     async def _responses(
         self, reader: asyncio.StreamReader, client: asyncio.StreamWriter, conversation: Conversation
@@ -208,10 +246,12 @@ class RecordingProxy(RunsInThread):
                 out = await self._with_own_addresses(answer.exchange, answer.response, frame)
             if answer.exchange is not None:
                 self._keep(answer.exchange)
-            client.write(_SIZE.pack(len(out)) + out)
-            await client.drain()
+            del answer  # the decoded response (a copy of the records) goes before writing
+            await self._forward(client, out)
 
-    async def _with_own_addresses(self, exchange: Exchange, response: Any, frame: bytes) -> bytes:
+    async def _with_own_addresses(
+        self, exchange: Exchange, response: Any, frame: bytes | memoryview
+    ) -> bytes | memoryview:
         named = broker_addresses(exchange.api_key, response)
         if not named:
             return frame

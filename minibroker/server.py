@@ -12,12 +12,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
+import ssl
 import sys
+import time
 from collections import deque
 
+from minibroker import listen_socket
 from minibroker.accept_guard import AcceptGuard
 from minibroker.config import PLAINTEXT, SSL, Listener
+from minibroker.connection_rate import ConnectionRate
 from minibroker.dispatch import (
     CloseConnection,
     Deferred,
@@ -83,6 +88,8 @@ class NodeServer:
         self.dispatcher = Dispatcher(cluster, node_id, in_pieces=True)
         self.waiters = WaiterIndex()
         self.budget = MemoryBudget(cluster.config.queued_max_request_bytes)
+        self.connection_rate = ConnectionRate(cluster.config.max_connection_creation_rate)
+        self._rate_checked_when_connected: set[str] = set()  # listener names
         self._servers: list[asyncio.Server] = []
         self._connections: set[_Connection] = set()
         self._memory_waiters: set[_Connection] = set()  # muted until the budget frees
@@ -106,18 +113,7 @@ class NodeServer:
         tls = tls_context(self.cluster.config) if any(x.uses_tls for x in self.listeners) else None
         try:
             for listener in self.listeners:
-                server = await loop.create_server(
-                    lambda listener=listener: _Connection(self, listener),  # type: ignore[misc]
-                    listener.host,
-                    listener.port,
-                    ssl=tls if listener.uses_tls else None,
-                    # A TLS handshake left unfinished is a partial request too.
-                    ssl_handshake_timeout=(
-                        self.cluster.config.partial_request_timeout_ms / 1000
-                        if listener.uses_tls
-                        else None
-                    ),
-                )
+                server = await self._listen(listener, tls)
                 self._servers.append(server)
                 bound = server.sockets[0].getsockname()[1]
                 self.addresses[listener.name] = self._advertised_address(listener, bound)
@@ -151,6 +147,35 @@ class NodeServer:
         self.cluster.on_change.append(self.waiters.fire)
         self.accept_guard.watch(loop, [sock for s in self._servers for sock in s.sockets])
         self._sweeper = loop.create_task(self._sweep(), name=f"node-{self.node_id}-sweep")
+
+    async def _listen(self, listener: Listener, tls: ssl.SSLContext | None) -> asyncio.Server:
+        """A server for `listener`. Its socket refuses new connections over
+        max_connection_creation_rate in accept() (listen_socket.py); for a host of several
+        addresses the event loop listens on each, and they are checked once connected."""
+        loop = asyncio.get_running_loop()
+        factory = functools.partial(_Connection, self, listener)
+        context = tls if listener.uses_tls else None
+        # A TLS handshake left unfinished is a partial request too.
+        handshake_timeout = (
+            self.cluster.config.partial_request_timeout_ms / 1000 if listener.uses_tls else None
+        )
+        sock = await listen_socket.bind(listener.host, listener.port, self.admit_connection)
+        if sock is None:
+            self._rate_checked_when_connected.add(listener.name)
+            return await loop.create_server(
+                factory,
+                listener.host,
+                listener.port,
+                ssl=context,
+                ssl_handshake_timeout=handshake_timeout,
+            )
+        try:
+            return await loop.create_server(
+                factory, sock=sock, ssl=context, ssl_handshake_timeout=handshake_timeout
+            )
+        except BaseException:
+            sock.close()
+            raise
 
     async def stop(self) -> None:
         if not self._servers:
@@ -190,6 +215,21 @@ class NodeServer:
             response = pending.finish(False)
             if response is not None:
                 return response
+
+    def admit_connection(self, address: str, now: float) -> bool:
+        """Whether a new connection from `address` is within max_connection_creation_rate;
+        refusals are logged now and then, with how many."""
+        if self.connection_rate.admit(address, now):
+            return True
+        refused = self.connection_rate.to_report(address, now)
+        if refused:
+            log.warning(
+                "closed %d new connection(s) from %s: over max_connection_creation_rate=%d/s",
+                refused,
+                address,
+                self.connection_rate.per_second,
+            )
+        return False
 
     # --- memory budget ---
 
@@ -266,6 +306,13 @@ class _Connection(asyncio.BufferedProtocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else ""
+        node = self._node
+        if self._listener.name in node._rate_checked_when_connected and not node.admit_connection(
+            self.peer, time.monotonic()
+        ):
+            self._closing = True
+            transport.abort()  # at once, before reading anything (connection_rate.py)
+            return
         limit = self._node.cluster.max_connections
         if len(self._node._connections) >= limit:
             log.warning("refusing %s: max_connections=%d reached", peer, limit)

@@ -19,6 +19,7 @@ eligible.leader.replicas.version), which no client acts on or whose APIs are not
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,14 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import HANDLERS, RequestContext, api
 from minibroker.protocol.kafka_releases import RELEASES
-from minibroker.protocol.messages import build, response_class, response_module
+from minibroker.protocol.messages import (
+    SplicedResponse,
+    array_length,
+    build,
+    encode_entity,
+    response_class,
+    response_module,
+)
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -81,8 +89,31 @@ def advertised_features(ranges: dict[int, tuple[int, int]]) -> list[Feature]:
     ]
 
 
+# The answer to each (emulated release, version): it never changes while the broker runs,
+# and a storm of new connections asks for it once per connection.
+_ANSWERS: dict[tuple[str | None, int], SplicedResponse] = {}
+ERROR_CODE_BYTES = 2  # the one field before api_keys
+
+
 @api(API_KEY, "ApiVersions", MIN_VERSION, MAX_VERSION)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    key = (ctx.cluster.config.kafka_version, ctx.version)
+    answer = _ANSWERS.get(key)
+    if answer is None:
+        answer = _ANSWERS[key] = _pre_encoded(_response(ctx))
+    return answer
+
+
+def _pre_encoded(response: Any) -> SplicedResponse:
+    """`response` with its api_keys encoded once, spliced into every answer."""
+    items = [encode_entity(item) for item in response.api_keys]
+    empty = dataclasses.replace(response, api_keys=())
+    empty_array = array_length(0, response.__flexible__)
+    suffix = len(encode_entity(empty)) - ERROR_CODE_BYTES - len(empty_array)
+    return SplicedResponse(empty, items, suffix)
+
+
+def _response(ctx: RequestContext) -> Any:
     ranges = advertised_ranges(ctx.cluster.config.kafka_version)
     api_keys = tuple(
         ctx.make("ApiVersion", api_key=key, min_version=low, max_version=high)

@@ -450,7 +450,7 @@ def encode_request(header: RequestHeader, request: Any) -> bytes:
     return _finish_frame(out)
 
 
-def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+def decode_response(frame: bytes | memoryview, api_key: int, version: int) -> tuple[int, Any]:
     """Decode a response frame body (without the size prefix): correlation id and body
     (of a legacy version, as an entity of its proxy class)."""
     if legacy.is_legacy(api_key, version):

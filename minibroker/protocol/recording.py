@@ -147,7 +147,7 @@ class Conversation:
         self.connection = connection
         self._waiting: dict[int, _Asked] = {}
 
-    def asked(self, frame: bytes, at: float) -> None:
+    def asked(self, frame: bytes | memoryview, at: float) -> None:
         """A request frame (without its size prefix) on its way to the broker."""
         try:
             api_key, version, correlation_id = messages.peek_header_prefix(frame)
@@ -161,7 +161,7 @@ class Conversation:
             asked.request = {"undecoded": f"{type(exc).__name__}: {exc}"}
         self._waiting[correlation_id] = asked
 
-    def answered(self, frame: bytes, at: float) -> Answer:
+    def answered(self, frame: bytes | memoryview, at: float) -> Answer:
         """A response frame (without its size prefix) on its way to the client."""
         if len(frame) < 4:
             return Answer(None, None)

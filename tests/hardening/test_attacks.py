@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.attack_catalogue import CODECS, HUGE_LENGTH_FRAMES, scenario
+from harness.attack_catalogue import CODECS, HUGE_LENGTH_FRAMES, STORM_PAYLOADS, scenario
 from harness.attacks import (
     TEST_AFTER_RATIO,
     TEST_DURING_RATIO,
@@ -159,3 +159,22 @@ def test_null_arrays_get_an_answer_or_a_closed_connection_never_a_traceback() ->
 def test_a_data_directory_with_more_partitions_than_descriptors_keeps_serving() -> None:
     result = _check("9 one record to each of 1,500 partitions, open files 1,024")
     assert "1,500 of 1,500 records read back" in result.facts
+
+
+# --- 10. the request recording ----------------------------------------------------------
+
+
+def test_a_record_file_keeps_nothing_of_large_produces_in_memory() -> None:
+    _check("10 200 x 900 KB produces, --record-file")
+
+
+def test_the_in_memory_recording_stays_within_its_byte_budget() -> None:
+    _check("10 200 x 900 KB produces, recorded in memory (16 MiB)")
+
+
+# --- 11. connection churn ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(STORM_PAYLOADS))
+def test_a_storm_of_new_connections_from_one_address_does_not_starve_others(kind: str) -> None:
+    _check(f"11 2,000 new connections/s: {kind}")

@@ -11,6 +11,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from minibroker import Broker
+from minibroker.inspection import KEPT_PAYLOAD_BYTES
 
 
 def consume_in_group(broker: Broker, topic: str, group: str, client_id: str, count: int) -> None:
@@ -97,3 +98,52 @@ def test_recording_can_start_while_the_broker_runs(kafka_broker: Broker) -> None
     recorded = kafka_broker.requests("Produce")
     assert recorded and all(r.client_id == "writer" for r in recorded)
     assert [r.at for r in kafka_broker.requests()] == sorted(r.at for r in kafka_broker.requests())
+
+
+def test_the_recording_cuts_long_payloads_and_keeps_within_its_byte_budget() -> None:
+    value = bytes(300 * 1024)
+    with Broker(record_requests=True, record_requests_max_bytes=1024 * 1024) as broker:
+        broker.create_topic("large", 1)
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0, "client.id": "big"}
+        )
+        for _ in range(20):
+            producer.produce("large", value)
+            assert producer.flush(30) == 0
+        recorded = broker.requests("Produce", client_id="big")
+        # 20 requests of 300 KiB each: only the newest fit in 1 MiB, each cut to 64 KiB
+        assert 1 <= len(recorded) < 20
+        assert recorded[-1].correlation_id > recorded[0].correlation_id
+        for produce_request in recorded:
+            records = produce_request.request.topic_data[0].partition_data[0].records
+            assert len(records) == KEPT_PAYLOAD_BYTES
+        assert broker.nodes[0].dispatcher.recording is not None
+        assert broker.nodes[0].dispatcher.recording.bytes <= 1024 * 1024
+        assert broker.end_offsets("large") == {0: 20}
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": "large-reader",
+                "client.id": "big-reader",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            consumer.subscribe(["large"])
+            message = None
+            deadline = time.monotonic() + 30
+            while message is None and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+            assert message is not None and message.value() == value
+        finally:
+            consumer.close()
+        fetched = [
+            p.records
+            for r in broker.requests("Fetch", client_id="big-reader")
+            for t in r.response.responses
+            for p in t.partitions
+            if p.records
+        ]
+        # an answer over 64 KiB is kept decoded, its records cut
+        assert fetched and all(len(records) == KEPT_PAYLOAD_BYTES for records in fetched)
