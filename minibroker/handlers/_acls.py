@@ -3,11 +3,18 @@ holds the rules), and who may call them."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers.registry import RequestContext
+from minibroker.protocol.messages import (
+    SplicedResponse,
+    array_length,
+    encode_entity,
+    response_class,
+)
 from minibroker.state.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -91,3 +98,48 @@ def may_create_topic(ctx: RequestContext, name: str) -> bool:
     return ctx.allows(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or ctx.allows(
         Operation.CREATE, ResourceType.TOPIC, name
     )
+
+
+# Creations, or ACLs described or deleted, worked out per turn of the event loop.
+ACLS_PER_PIECE = 1_000
+
+
+class Entries:
+    """The entries of an array as a handler works them out, a piece at a time: encoded
+    one by one where the version's response can be spliced (messages.SplicedResponse),
+    so that encoding a large answer never takes one turn of the event loop; kept as
+    entities for the legacy versions, which the encoder writes whole."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        body = response_class(ctx.header.api_key, ctx.version)
+        self.spliced = body.__version__ == ctx.version
+        self.flexible = bool(body.__flexible__)
+        self.items: list[Any] = []
+
+    def encode(self, entity: Any) -> Any:
+        """An entry as `items` holds it: its encoding, or (legacy) itself."""
+        return encode_entity(entity) if self.spliced else entity
+
+    def append(self, entity: Any) -> None:
+        self.items.append(self.encode(entity))
+
+    def holding(self, entity: Any, field: str) -> Any:
+        """`entity` with these entries as its array `field`, its last field, as another
+        Entries of the same request holds it (`encode`)."""
+        if not self.spliced:
+            return dataclasses.replace(entity, **{field: tuple(self.items)})
+        empty = encode_entity(dataclasses.replace(entity, **{field: ()}))
+        tags = int(self.flexible)  # a flexible entity ends with its (empty) tag section
+        no_items = array_length(0, self.flexible)
+        start = len(empty) - tags - len(no_items)
+        if empty[start : len(empty) - tags] != no_items:
+            raise ValueError(f"{field} is not the last field of {type(entity).__name__}")
+        count = array_length(len(self.items), self.flexible)
+        return b"".join([empty[:start], count, *self.items, empty[len(empty) - tags :]])
+
+    def response(self, ctx: RequestContext, field: str, **fields: Any) -> Any:
+        """The response with these entries as its array `field`, its last field."""
+        if not self.spliced:
+            return ctx.response(**fields, **{field: tuple(self.items)})
+        response = ctx.response(**fields, **{field: ()})
+        return SplicedResponse(response, self.items, int(self.flexible))
