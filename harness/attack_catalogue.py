@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import functools
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from harness.attacks import (
     POLICY_VIOLATION,
     PRODUCE,
     QUIET_TOPIC,
+    TOPICS,
     MiB,
     Run,
     Scenario,
@@ -54,6 +56,7 @@ from harness.raw_client import (
     list_offsets_request,
     make,
     make_request,
+    metadata_request,
     produce_codes,
     produce_request,
 )
@@ -672,6 +675,191 @@ def nulls(run: Run) -> None:
         )
 
 
+# --- 9. ACLs at scale -------------------------------------------------------------------
+
+DESCRIBE_ACLS, CREATE_ACLS, API_VERSIONS = 29, 30, 18
+ACL_TOPICS = [f"acl-{i:03d}" for i in range(200)]  # Metadata for all of them
+ACL_SETTINGS: dict[str, Any] = {
+    "acls_enabled": True,
+    # No ACL on the cluster: this client (User:ANONYMOUS, no sign-in) may create ACLs.
+    "allow_everyone_if_no_acl_found": True,
+    "topics": [*TOPICS, *(f"{name}:1" for name in ACL_TOPICS)],
+}
+ACL_COUNT = 100_000
+ACLS_PER_REQUEST = 1_000  # max_acls_per_request's default
+ANONYMOUS = "User:ANONYMOUS"
+_ACL_FIELDS = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host")
+
+
+def _acl_creation(index: int) -> tuple[int, str, int, str, str, int, int]:
+    """ACL number `index`: a third LITERAL on a topic of its own, a third PREFIXED (with
+    prefixes of 2 to 51 letters), a third DENYs on every topic (`*`) to a principal of
+    its own: (type, name, pattern, principal, host, operation, permission)."""
+    principal = f"User:u{index}"
+    kind = index % 3
+    if kind == 0:
+        return 2, f"t-{index}", 3, principal, "*", 4, 3  # TOPIC LITERAL, WRITE ALLOW
+    if kind == 1:
+        return 2, "p" * (index % 50) + f"-{index}-", 4, principal, "*", 3, 3  # PREFIXED READ
+    return 2, "*", 3, principal, f"10.{index % 250}.0.1", 8, 2  # every topic, DESCRIBE DENY
+
+
+@functools.cache
+def _create_acls_frames(first: int, count: int, per_request: int) -> list[bytes]:
+    """CreateAcls v3 frames creating ACLs first .. first+count-1, `per_request` each."""
+    frames = []
+    for start in range(first, first + count, per_request):
+        creations = []
+        for index in range(start, min(start + per_request, first + count)):
+            values = _acl_creation(index)
+            creations.append(
+                make(
+                    CREATE_ACLS,
+                    3,
+                    "AclCreation",
+                    **dict(zip(_ACL_FIELDS, values[:5], strict=True)),
+                    operation=values[5],
+                    permission_type=values[6],
+                )
+            )
+        request = make_request(CREATE_ACLS, 3, creations=tuple(creations))
+        frames.append(encode(CREATE_ACLS, 3, request, 1, "acls"))
+    return frames
+
+
+def _create_acls(run: Run, frames: list[bytes]) -> dict[int, int]:
+    """Send the CreateAcls frames one after another; the error codes of their results."""
+    codes: dict[int, int] = {}
+    with RawClient(run.bootstrap, timeout=120) as client:
+        for encoded in frames:
+            client.send_bytes(encoded)
+            _, response = client.receive(CREATE_ACLS, 3)
+            for result in response.results:
+                code = result.error_code.value
+                codes[code] = codes.get(code, 0) + 1
+    return codes
+
+
+def _fill_acls(run: Run) -> None:
+    """ACL_COUNT ACLs: ten requests of ACL_COUNT / 10 (the broker takes the first
+    ACLS_PER_REQUEST of each), then as many requests of ACLS_PER_REQUEST as it takes.
+    Before them, an ALLOW of everything on every topic to this client (User:ANONYMOUS):
+    with ACLs on `*`, no topic is one no ACL names."""
+    everyone = make(
+        CREATE_ACLS,
+        3,
+        "AclCreation",
+        resource_type=2,
+        resource_name="*",
+        resource_pattern_type=3,
+        principal=ANONYMOUS,
+        host="*",
+        operation=2,  # ALL
+        permission_type=3,
+    )
+    began = time.monotonic()
+    with RawClient(run.bootstrap, timeout=30) as client:
+        client.call(CREATE_ACLS, 3, creations=(everyone,))
+    tenth = ACL_COUNT // 10
+    first_ten = _create_acls(run, _create_acls_frames(0, ACL_COUNT, tenth))
+    run.fact(f"ten CreateAcls of {tenth:,}: error codes {first_ten}")
+    if first_ten.get(0, 0) > 10 * ACLS_PER_REQUEST:
+        run.problem(f"{first_ten[0]:,} ACLs created by ten requests (max_acls_per_request)")
+    rest: dict[int, int] = {}
+    for offset in range(ACLS_PER_REQUEST, tenth, ACLS_PER_REQUEST):
+        for start in range(offset, ACL_COUNT, tenth):
+            codes = _create_acls(
+                run, _create_acls_frames(start, ACLS_PER_REQUEST, ACLS_PER_REQUEST)
+            )
+            for code, count in codes.items():
+                rest[code] = rest.get(code, 0) + count
+    created = first_ten.get(0, 0) + rest.get(0, 0)
+    run.fact(f"{created:,} ACLs created in {time.monotonic() - began:.1f} s")
+    if created != ACL_COUNT:
+        run.problem(f"{created:,} of {ACL_COUNT:,} ACLs created (codes {rest})")
+
+
+@contextlib.contextmanager
+def _longest_wait(run: Run) -> Iterator[None]:
+    """Measure, beside the honest producer, the longest wait for an ApiVersions answer
+    on another connection (a broker busy in one turn of its loop keeps every client
+    waiting), and state it."""
+    stop = threading.Event()
+    waits: list[float] = []
+
+    def ping() -> None:
+        with RawClient(run.bootstrap, timeout=30) as client:
+            while not stop.is_set():
+                began = time.monotonic()
+                client.call(API_VERSIONS, 3, client_software_name="p", client_software_version="1")
+                waits.append(time.monotonic() - began)
+                time.sleep(0.005)
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        pinger.join(35)
+        if waits:
+            run.fact(f"longest ApiVersions wait meanwhile {max(waits):.2f} s")
+
+
+def acls_then_produce(run: Run) -> None:
+    """100,000 ACLs created (the window), then the honest rate after."""
+    with run.during_action(2.0):
+        _fill_acls(run)
+
+
+def acls_then_describe_all(run: Run) -> None:
+    """With 100,000 ACLs stored, DescribeAcls of every ACL, again and again (the window)."""
+    _fill_acls(run)
+    answers = []
+    with run.during_action(3.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
+        began = time.monotonic()
+        while time.monotonic() - began < 3.0:
+            asked = time.monotonic()
+            response = c.call(
+                DESCRIBE_ACLS,
+                3,
+                resource_type_filter=1,  # ANY
+                resource_name_filter=None,
+                pattern_type_filter=1,
+                principal_filter=None,
+                host_filter=None,
+                operation=1,
+                permission_type=1,
+            )
+            answers.append(time.monotonic() - asked)
+            described = sum(len(resource.acls) for resource in response.resources)
+    run.fact(
+        f"{len(answers)} DescribeAcls of {described:,} ACLs, each in "
+        f"{min(answers):.2f}-{max(answers):.2f} s"
+    )
+    if described != ACL_COUNT + 1:
+        run.problem(f"DescribeAcls listed {described:,} of {ACL_COUNT + 1:,} ACLs")
+
+
+def acls_then_metadata(run: Run) -> None:
+    """With 100,000 ACLs stored, Metadata of every topic (204), again and again."""
+    _fill_acls(run)
+    answers = []
+    with run.during_action(3.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
+        began = time.monotonic()
+        while time.monotonic() - began < 3.0:
+            asked = time.monotonic()
+            response = c.request(METADATA, 12, metadata_request(12))
+            answers.append(time.monotonic() - asked)
+    named = {topic.name for topic in response.topics}
+    run.fact(
+        f"{len(answers)} Metadata of {len(named)} topics, each in "
+        f"{min(answers) * 1000:.0f}-{max(answers) * 1000:.0f} ms"
+    )
+    if not set(ACL_TOPICS) <= named:
+        run.problem(f"Metadata listed {len(set(ACL_TOPICS) & named)} of {len(ACL_TOPICS)} topics")
+
+
 # --- the catalogue ----------------------------------------------------------------------
 
 SMALL_TIMEOUTS = {
@@ -748,6 +936,27 @@ SCENARIOS: list[Scenario] = [
         "7 CreateTopics 3 x 100,000 partitions", 7, mass_create(3, 100_000), summary="creation"
     ),
     Scenario("8 null arrays, every API and version", 8, nulls, summary="nulls"),
+    Scenario(
+        "9 100,000 ACLs created, then produce",
+        9,
+        acls_then_produce,
+        ACL_SETTINGS,
+        summary="ACL decisions at scale",
+    ),
+    Scenario(
+        "9 100,000 ACLs, DescribeAcls of all",
+        9,
+        acls_then_describe_all,
+        ACL_SETTINGS,
+        summary="describing every ACL",
+    ),
+    Scenario(
+        "9 100,000 ACLs, Metadata of 204 topics",
+        9,
+        acls_then_metadata,
+        ACL_SETTINGS,
+        summary="topic ACL checks per Metadata",
+    ),
 ]
 
 

@@ -14,6 +14,7 @@ from minibroker.protocol.messages import (
     array_length,
     encode_entity,
     response_class,
+    string_field,
 )
 from minibroker.state.acl import (
     CLUSTER_NAME,
@@ -100,8 +101,14 @@ def may_create_topic(ctx: RequestContext, name: str) -> bool:
     )
 
 
-# Creations, or ACLs described or deleted, worked out per turn of the event loop.
-ACLS_PER_PIECE = 1_000
+# Creations or filters worked out per turn of the event loop, and ACLs read, described
+# or deleted per turn: a piece takes well under a millisecond, so a client describing a
+# million ACLs slows the others down instead of stopping them.
+CREATIONS_PER_PIECE = 200
+ACLS_PER_PIECE = 250
+
+_NO_TAGS = b"\x00"  # an empty tag section, ending every entity of a flexible version
+_NO_ERROR = b"\x00\x00"  # error code 0 (int16)
 
 
 class Entries:
@@ -112,9 +119,17 @@ class Entries:
 
     def __init__(self, ctx: RequestContext) -> None:
         body = response_class(ctx.header.api_key, ctx.version)
+        self.ctx = ctx
         self.spliced = body.__version__ == ctx.version
         self.flexible = bool(body.__flexible__)
         self.items: list[Any] = []
+
+    def sibling(self) -> Entries:
+        """Another array of the same response."""
+        other = Entries.__new__(Entries)
+        other.ctx, other.spliced, other.flexible = self.ctx, self.spliced, self.flexible
+        other.items = []
+        return other
 
     def encode(self, entity: Any) -> Any:
         """An entry as `items` holds it: its encoding, or (legacy) itself."""
@@ -122,6 +137,98 @@ class Entries:
 
     def append(self, entity: Any) -> None:
         self.items.append(self.encode(entity))
+
+    def description(self, binding: AclBinding) -> None:
+        """DescribeAcls: an AclDescription of the ACL."""
+        if not self.spliced:
+            self.items.append(
+                self.ctx.make(
+                    "AclDescription",
+                    principal=binding.principal,
+                    host=binding.host,
+                    operation=binding.operation,
+                    permission_type=binding.permission,
+                )
+            )
+            return
+        # principal, host, operation (int8), permission_type (int8)
+        flexible = self.flexible
+        self.items.append(
+            b"".join(
+                (
+                    string_field(binding.principal, flexible),
+                    string_field(binding.host, flexible),
+                    bytes((binding.operation, binding.permission)),
+                    _NO_TAGS if flexible else b"",
+                )
+            )
+        )
+
+    def resource(self, resource: tuple[int, str, int], acls: Entries) -> None:
+        """DescribeAcls: a DescribeAclsResource listing `acls`."""
+        resource_type, name, pattern_type = resource
+        if not self.spliced:
+            self.items.append(
+                self.ctx.make(
+                    "DescribeAclsResource",
+                    resource_type=resource_type,
+                    resource_name=name,
+                    pattern_type=pattern_type,
+                    acls=tuple(acls.items),
+                )
+            )
+            return
+        # resource_type (int8), resource_name, pattern_type (int8), acls
+        flexible = self.flexible
+        self.items.append(
+            b"".join(
+                [
+                    bytes((resource_type,)),
+                    string_field(name, flexible),
+                    bytes((pattern_type,)),
+                    array_length(len(acls.items), flexible),
+                    *acls.items,
+                    _NO_TAGS if flexible else b"",
+                ]
+            )
+        )
+
+    def matching_acl(self, binding: AclBinding) -> None:
+        """DeleteAcls: a DeleteAclsMatchingAcl for a deleted ACL."""
+        if not self.spliced:
+            self.items.append(
+                self.ctx.make(
+                    "DeleteAclsMatchingAcl",
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                    resource_type=binding.resource_type,
+                    resource_name=binding.resource_name,
+                    pattern_type=binding.pattern_type,
+                    principal=binding.principal,
+                    host=binding.host,
+                    operation=binding.operation,
+                    permission_type=binding.permission,
+                )
+            )
+            return
+        # error_code (int16), error_message (null), resource_type (int8), resource_name,
+        # pattern_type (int8), principal, host, operation (int8), permission_type (int8)
+        flexible = self.flexible
+        self.items.append(
+            b"".join(
+                (
+                    _NO_ERROR,
+                    string_field(None, flexible),
+                    bytes((binding.resource_type,)),
+                    string_field(binding.resource_name, flexible),
+                    bytes((binding.pattern_type,)),
+                    string_field(binding.principal, flexible),
+                    string_field(binding.host, flexible),
+                    bytes((binding.operation, binding.permission)),
+                    _NO_TAGS if flexible else b"",
+                )
+            )
+        )
 
     def holding(self, entity: Any, field: str) -> Any:
         """`entity` with these entries as its array `field`, its last field, as another
@@ -137,9 +244,9 @@ class Entries:
         count = array_length(len(self.items), self.flexible)
         return b"".join([empty[:start], count, *self.items, empty[len(empty) - tags :]])
 
-    def response(self, ctx: RequestContext, field: str, **fields: Any) -> Any:
+    def response(self, field: str, **fields: Any) -> Any:
         """The response with these entries as its array `field`, its last field."""
         if not self.spliced:
-            return ctx.response(**fields, **{field: tuple(self.items)})
-        response = ctx.response(**fields, **{field: ()})
+            return self.ctx.response(**fields, **{field: tuple(self.items)})
+        response = self.ctx.response(**fields, **{field: ()})
         return SplicedResponse(response, self.items, int(self.flexible))

@@ -6,7 +6,7 @@ Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED); with ACLs off ev
 creation gets SECURITY_DISABLED. v0 has no pattern type: its ACLs are LITERAL.
 Bounds (no such bounds in Kafka): the first max_acls_per_request creations of a request
 are served, the rest get POLICY_VIOLATION; so does every creation once the cluster holds
-max_acls ACLs. Worked out in pieces (ACLS_PER_PIECE creations each).
+max_acls ACLs. Worked out in pieces (CREATIONS_PER_PIECE creations each).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._acls import ACLS_PER_PIECE, Entries, binding_of, refusal
+from minibroker.handlers._acls import CREATIONS_PER_PIECE, Entries, binding_of, refusal
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, Steps, api
 from minibroker.state.acl import AclLimitReached, InvalidAcl, Operation
@@ -35,7 +35,7 @@ def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
     # Results repeat (success, the same refusal): each is encoded once.
     encoded: dict[tuple[ErrorCode, str | None], Any] = {}
     for index, creation in enumerate(request.creations):
-        if index and not index % ACLS_PER_PIECE:
+        if index and not index % CREATIONS_PER_PIECE:
             yield
         code, message = refused or (ErrorCode.none, None)
         if refused is not None:
@@ -60,4 +60,4 @@ def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
             if code != ErrorCode.invalid_request:  # the same message again and again
                 encoded[code, message] = result
         results.items.append(result)
-    return results.response(ctx, "results", throttle_time=NO_THROTTLE)
+    return results.response("results", throttle_time=NO_THROTTLE)

@@ -3,8 +3,8 @@
 Deletes, per filter, every ACL it selects (state/acl.py) and lists them. Needs ALTER on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED for every filter); with ACLs off every
 filter gets SECURITY_DISABLED; an invalid filter gets INVALID_REQUEST. Worked out in
-pieces (ACLS_PER_PIECE ACLs read or deleted per piece); an ACL another request deletes
-meanwhile is listed by the request that deleted it.
+pieces (ACLS_PER_PIECE ACLs read or deleted, or CREATIONS_PER_PIECE filters, per piece);
+an ACL another request deletes meanwhile is listed by the request that deleted it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._acls import ACLS_PER_PIECE, Entries, filter_of, refusal
+from minibroker.handlers._acls import (
+    ACLS_PER_PIECE,
+    CREATIONS_PER_PIECE,
+    Entries,
+    filter_of,
+    refusal,
+)
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, Steps, api
 from minibroker.state.acl import InvalidAcl, Operation
@@ -29,10 +35,10 @@ def _delete(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
     refused = refusal(ctx, Operation.ALTER)
     results = Entries(ctx)
     for index, selection in enumerate(request.filters):
-        if index and not index % ACLS_PER_PIECE:
+        if index and not index % CREATIONS_PER_PIECE:
             yield
         code, message = refused or (ErrorCode.none, None)
-        matching = Entries(ctx)
+        matching = results.sibling()
         if refused is None:
             try:
                 pieces = ctx.cluster.acls.delete_in_pieces(filter_of(selection), ACLS_PER_PIECE)
@@ -40,24 +46,11 @@ def _delete(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
                 code, message = ErrorCode.invalid_request, str(exc)
             else:
                 for piece in pieces:
-                    for b in piece:
-                        matching.append(
-                            ctx.make(
-                                "DeleteAclsMatchingAcl",
-                                error_code=ErrorCode.none,
-                                error_message=None,
-                                resource_type=b.resource_type,
-                                resource_name=b.resource_name,
-                                pattern_type=b.pattern_type,
-                                principal=b.principal,
-                                host=b.host,
-                                operation=b.operation,
-                                permission_type=b.permission,
-                            )
-                        )
+                    for binding in piece:
+                        matching.matching_acl(binding)
                     yield
         result = ctx.make(
             "DeleteAclsFilterResult", error_code=code, error_message=message, matching_acls=()
         )
         results.items.append(matching.holding(result, "matching_acls"))
-    return results.response(ctx, "filter_results", throttle_time=NO_THROTTLE)
+    return results.response("filter_results", throttle_time=NO_THROTTLE)

@@ -4,13 +4,12 @@ Lists the ACLs a filter selects (state/acl.py: ANY or a null field selects every
 MATCH pattern every ACL that applies to the named resource), grouped by resource pattern.
 Needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED); with ACLs off the
 answer is SECURITY_DISABLED. v0 filters LITERAL patterns only. Worked out in pieces
-(ACLS_PER_PIECE ACLs read, then as many encoded, per piece): describing a million ACLs
-slows other clients down instead of stopping them.
+(ACLS_PER_PIECE ACLs read and encoded, or resources listed, per piece).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -37,42 +36,27 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return Steps(_describe(ctx, ctx.cluster.acls.select(selection, ACLS_PER_PIECE)))
 
 
-def _describe(ctx: RequestContext, pieces: Any) -> Generator[None, None, Any]:
-    by_resource: dict[tuple[int, str, int], list[AclBinding]] = {}
+def _describe(
+    ctx: RequestContext, pieces: Iterator[list[AclBinding]]
+) -> Generator[None, None, Any]:
+    resources = Entries(ctx)
+    by_resource: dict[tuple[int, str, int], Entries] = {}
     for piece in pieces:
         for binding in piece:
-            key = (binding.resource_type, binding.resource_name, binding.pattern_type)
-            by_resource.setdefault(key, []).append(binding)
-        yield
-    resources = Entries(ctx)
-    done = 0
-    for (resource_type, name, pattern_type), bindings in by_resource.items():
-        acls = Entries(ctx)
-        for binding in bindings:
-            done += 1
-            if not done % ACLS_PER_PIECE:
-                yield
-            acls.append(
-                ctx.make(
-                    "AclDescription",
-                    principal=binding.principal,
-                    host=binding.host,
-                    operation=binding.operation,
-                    permission_type=binding.permission,
-                )
+            key: tuple[int, str, int] = (
+                binding.resource_type,
+                binding.resource_name,
+                binding.pattern_type,
             )
-        resource = ctx.make(
-            "DescribeAclsResource",
-            resource_type=resource_type,
-            resource_name=name,
-            pattern_type=pattern_type,
-            acls=(),
-        )
-        resources.items.append(acls.holding(resource, "acls"))
+            acls = by_resource.get(key)
+            if acls is None:
+                acls = by_resource[key] = resources.sibling()
+            acls.description(binding)
+        yield
+    for index, (resource, acls) in enumerate(by_resource.items()):
+        if index and not index % ACLS_PER_PIECE:
+            yield
+        resources.resource(resource, acls)
     return resources.response(
-        ctx,
-        "resources",
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
+        "resources", throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None
     )

@@ -198,6 +198,9 @@ _CONCRETE_TYPES = tuple(
 )
 
 
+_EVERYTHING = AclFilter()
+
+
 class Acls:
     """The cluster's ACLs and the decisions they make (the rules above).
 
@@ -314,8 +317,9 @@ class Acls:
         from at most `piece_size` candidates (the ACLs stored when the first piece is
         taken, of the patterns the filter names, or all of them)."""
         candidates = self._candidates(selection)
+        everything = selection == _EVERYTHING
         while piece := list(itertools.islice(candidates, piece_size)):
-            yield [binding for binding in piece if selection.matches(binding)]
+            yield piece if everything else [b for b in piece if selection.matches(b)]
 
     def delete_in_pieces(
         self, selection: AclFilter, piece_size: int = ACLS_PER_PIECE

@@ -151,3 +151,18 @@ def test_creating_3_topics_of_100000_partitions_is_refused_without_a_stall() -> 
 
 def test_null_arrays_get_an_answer_or_a_closed_connection_never_a_traceback() -> None:
     _check("8 null arrays, every API and version")
+
+
+# --- 9. ACLs at scale: 100,000 ACLs cost a decision no more than 100 do
+
+
+def test_100000_acls_leave_the_honest_producer_its_rate() -> None:
+    _check("9 100,000 ACLs created, then produce")
+
+
+def test_describing_100000_acls_does_not_stop_other_clients() -> None:
+    _check("9 100,000 ACLs, DescribeAcls of all")
+
+
+def test_metadata_of_every_topic_with_100000_acls_does_not_stop_other_clients() -> None:
+    _check("9 100,000 ACLs, Metadata of 204 topics")
