@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 
@@ -95,6 +95,12 @@ class InvalidAcl(ValueError):
     """An ACL that cannot be stored (Kafka answers INVALID_REQUEST); the message says why."""
 
 
+_STORABLE_TYPES = frozenset(ResourceType) - {ResourceType.ANY, ResourceType.UNKNOWN}
+_STORABLE_PATTERNS = frozenset({PatternType.LITERAL, PatternType.PREFIXED})
+_STORABLE_OPERATIONS = frozenset(Operation) - {Operation.ANY, Operation.UNKNOWN}
+_STORABLE_PERMISSIONS = frozenset({Permission.ALLOW, Permission.DENY})
+
+
 @dataclass(frozen=True, slots=True)
 class AclBinding:
     resource_type: ResourceType
@@ -104,16 +110,33 @@ class AclBinding:
     host: str
     operation: Operation
     permission: Permission
+    # Worked out once: the store's indexes look a binding up several times.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (
+            self.resource_type,
+            self.resource_name,
+            self.pattern_type,
+            self.principal,
+            self.host,
+            self.operation,
+            self.permission,
+        )
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def check(self) -> AclBinding:
         """The binding, if it can be stored; InvalidAcl otherwise."""
-        if self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
+        if self.resource_type not in _STORABLE_TYPES:
             raise InvalidAcl(f"Invalid resourceType {self.resource_type.name}")
-        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        if self.pattern_type not in _STORABLE_PATTERNS:
             raise InvalidAcl(f"Invalid patternType {self.pattern_type.name}")
-        if self.operation in (Operation.ANY, Operation.UNKNOWN):
+        if self.operation not in _STORABLE_OPERATIONS:
             raise InvalidAcl(f"Invalid operation {self.operation.name}")
-        if self.permission not in (Permission.ALLOW, Permission.DENY):
+        if self.permission not in _STORABLE_PERMISSIONS:
             raise InvalidAcl(f"Invalid permissionType {self.permission.name}")
         if not self.resource_name:
             raise InvalidAcl("Resource name should not be empty")
@@ -247,7 +270,7 @@ class Acls:
         if self.max_acls is not None and len(self._bindings) >= self.max_acls:
             raise AclLimitReached(f"the broker holds {self.max_acls:,} ACLs, its max_acls")
         sequence = self._next_sequence
-        self._next_sequence += 1
+        self._next_sequence = sequence + 1
         self._bindings[binding] = sequence
         kind, pattern, name = binding.resource_type, binding.pattern_type, binding.resource_name
         names = self._buckets.setdefault((kind, pattern), {})
