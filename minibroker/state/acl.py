@@ -20,6 +20,7 @@ Rules:
   `*`, and the PREFIXED patterns the name starts with, found by looking the name's
   prefixes up at each length some PREFIXED pattern of the type has. On a pattern with
   many ACLs, only the entries of the principal (or `User:*`) and host (or `*`) are read.
+  The last DECISIONS_KEPT decisions are remembered until an ACL is added or removed.
 - A filter (DescribeAcls, DeleteAcls) that names a resource reads only the patterns it
   names (MATCH: those that apply to the resource); one that names none reads every ACL.
   Either way the selection comes in pieces of a bounded number of ACLs read, in the
@@ -214,6 +215,8 @@ _Pattern = tuple[ResourceType, PatternType, str]
 _Entry = tuple[str, str]
 # Past this many ACLs on one resource pattern, they are indexed by entry too.
 ENTRY_INDEX_FROM = 16
+# Decisions remembered until the ACLs change (a Metadata of every topic asks one per topic).
+DECISIONS_KEPT = 10_000
 # Candidate ACLs a filter examines per piece of a DescribeAcls or DeleteAcls.
 ACLS_PER_PIECE = 2_000
 _CONCRETE_TYPES = tuple(
@@ -257,6 +260,8 @@ class Acls:
         self._sorted_lengths: dict[ResourceType, list[int]] = {}
         # ALLOW ACLs by (type, principal, host, operation), for allows_some.
         self._allow_counts: dict[tuple[ResourceType, str, str, Operation], int] = {}
+        # Decisions of `allows` since the ACLs last changed, at most DECISIONS_KEPT.
+        self._decisions: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
 
     def __len__(self) -> int:
         return len(self._bindings)
@@ -269,6 +274,8 @@ class Acls:
             return
         if self.max_acls is not None and len(self._bindings) >= self.max_acls:
             raise AclLimitReached(f"the broker holds {self.max_acls:,} ACLs, its max_acls")
+        if self._decisions:
+            self._decisions.clear()
         sequence = self._next_sequence
         self._next_sequence = sequence + 1
         self._bindings[binding] = sequence
@@ -299,6 +306,8 @@ class Acls:
         """Drop the ACL; whether it was stored."""
         if self._bindings.pop(binding, None) is None:
             return False
+        if self._decisions:
+            self._decisions.clear()
         kind, pattern, name = binding.resource_type, binding.pattern_type, binding.resource_name
         names = self._buckets[kind, pattern]
         bucket = names[name]
@@ -464,6 +473,23 @@ class Acls:
     ) -> bool:
         if not self.enabled or principal in self.super_users:
             return True
+        key = (principal, host, operation, resource_type, name)
+        decided = self._decisions.get(key)
+        if decided is None:
+            decided = self._decide(principal, host, operation, resource_type, name)
+            if len(self._decisions) >= DECISIONS_KEPT:
+                self._decisions.clear()
+            self._decisions[key] = decided
+        return decided
+
+    def _decide(
+        self,
+        principal: str,
+        host: str,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: str,
+    ) -> bool:
         found = False
         allowed = False
         granting = (operation, Operation.ALL, *_IMPLIED_BY.get(operation, ()))

@@ -101,6 +101,22 @@ def reference_allows_some(
     return any(b.permission is Permission.ALLOW for b in entries)
 
 
+def assert_decides_as_reading(acls: Acls, stored: list[AclBinding], allow_if_no_acl: bool) -> None:
+    for kind in TYPES:
+        for name in NAMES[1:]:
+            for principal in PRINCIPALS[:2]:
+                for host in HOSTS[:2]:
+                    for operation in OPERATIONS[1:]:
+                        assert acls.allows(principal, host, operation, kind, name) == (
+                            reference_allows(
+                                stored, principal, host, operation, kind, name, allow_if_no_acl
+                            )
+                        ), (principal, host, operation, kind, name)
+                    assert acls.allows_some(principal, host, Operation.WRITE, kind) == (
+                        reference_allows_some(stored, principal, host, Operation.WRITE, kind)
+                    )
+
+
 @pytest.fixture(params=[16, 0], ids=["small-patterns", "entry-index"])
 def entry_index_from(request: pytest.FixtureRequest) -> Iterator[None]:
     """Patterns read whole, or through their entry index (every pattern indexed)."""
@@ -130,23 +146,13 @@ def test_the_index_decides_and_selects_as_reading_every_acl(
     acls = Acls(enabled=True, allow_if_no_acl=allow_if_no_acl)
     for binding in added:
         acls.add(binding)
+    # Decided once before the removals (decisions are remembered until ACLs change).
+    assert_decides_as_reading(acls, list(dict.fromkeys(added)), allow_if_no_acl)
     for binding in removed:
         acls.remove(binding)
     stored = [b for b in dict.fromkeys(added) if b not in removed]
     assert len(acls) == len(stored)
-    for kind in TYPES:
-        for name in NAMES[1:]:
-            for principal in PRINCIPALS[:2]:
-                for host in HOSTS[:2]:
-                    for operation in OPERATIONS[1:]:
-                        assert acls.allows(principal, host, operation, kind, name) == (
-                            reference_allows(
-                                stored, principal, host, operation, kind, name, allow_if_no_acl
-                            )
-                        ), (principal, host, operation, kind, name)
-                    assert acls.allows_some(principal, host, Operation.WRITE, kind) == (
-                        reference_allows_some(stored, principal, host, Operation.WRITE, kind)
-                    )
+    assert_decides_as_reading(acls, stored, allow_if_no_acl)
     assert acls.describe(selection) == [b for b in stored if selection.matches(b)]
     assert acls.delete(selection) == [b for b in stored if selection.matches(b)]
     assert acls.describe(AclFilter()) == [b for b in stored if not selection.matches(b)]
