@@ -112,7 +112,7 @@ def may_create_topic(ctx: RequestContext, name: str) -> bool:
 # Creations or filters worked out per turn of the event loop, and ACLs read, described
 # or deleted per turn: a piece takes well under a millisecond, so a client describing a
 # million ACLs slows the others down instead of stopping them.
-CREATIONS_PER_PIECE = 50
+CREATIONS_PER_PIECE = 25
 ACLS_PER_PIECE = 250
 
 _NO_TAGS = b"\x00"  # an empty tag section, ending every entity of a flexible version

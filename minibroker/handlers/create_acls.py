@@ -30,34 +30,38 @@ def handle(ctx: RequestContext, request: Any) -> Steps:
 def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
     refused = refusal(ctx, Operation.ALTER)
     acls = ctx.cluster.acls
-    limit = ctx.cluster.config.max_acls_per_request
+    creations = request.creations
+    limit = 0 if refused is not None else ctx.cluster.config.max_acls_per_request
     results = Entries(ctx)
-    # Results repeat (success, the same refusal): each is encoded once.
+    # Results repeat (success, max_acls reached): each is encoded once.
     encoded: dict[tuple[ErrorCode, str | None], Any] = {}
-    for index, creation in enumerate(request.creations):
-        if index and not index % CREATIONS_PER_PIECE:
-            yield
-        code, message = refused or (ErrorCode.none, None)
-        if refused is not None:
-            pass
-        elif index >= limit:
-            code = ErrorCode.policy_violation
-            message = (
-                f"one CreateAcls request may create at most {limit:,} ACLs (max_acls_per_request)"
-            )
-        else:
-            try:
-                acls.add(binding_of(creation))
-            except InvalidAcl as exc:
-                code, message = ErrorCode.invalid_request, str(exc)
-            except AclLimitReached as exc:
-                code, message = ErrorCode.policy_violation, str(exc)
-        result = encoded.get((code, message))
-        if result is None:
-            result = results.encode(
+
+    def result(code: ErrorCode, message: str | None) -> Any:
+        found = encoded.get((code, message))
+        if found is None:
+            found = results.encode(
                 ctx.make("AclCreationResult", error_code=code, error_message=message)
             )
-            if code != ErrorCode.invalid_request:  # the same message again and again
-                encoded[code, message] = result
-        results.items.append(result)
+            if code != ErrorCode.invalid_request:  # not one message per creation
+                encoded[code, message] = found
+        return found
+
+    for index, creation in enumerate(creations[:limit]):
+        if index and not index % CREATIONS_PER_PIECE:
+            yield
+        code, message = ErrorCode.none, None
+        try:
+            acls.add(binding_of(creation))
+        except InvalidAcl as exc:
+            code, message = ErrorCode.invalid_request, str(exc)
+        except AclLimitReached as exc:
+            code, message = ErrorCode.policy_violation, str(exc)
+        results.items.append(result(code, message))
+    if len(creations) > limit:
+        code, message = refused or (
+            ErrorCode.policy_violation,
+            f"one CreateAcls request may create at most {limit:,} ACLs (max_acls_per_request)",
+        )
+        # The same answer for every creation left: one list of references, no piece work.
+        results.items += [result(code, message)] * (len(creations) - limit)
     return results.response("results", throttle_time=NO_THROTTLE)
