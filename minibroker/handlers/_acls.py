@@ -110,10 +110,10 @@ def may_create_topic(ctx: RequestContext, name: str) -> bool:
 
 
 # Creations or filters worked out per turn of the event loop, and ACLs read, described
-# or deleted per turn: a piece takes well under a millisecond, so a client describing a
-# million ACLs slows the others down instead of stopping them.
-CREATIONS_PER_PIECE = 25
-ACLS_PER_PIECE = 250
+# or deleted per turn: a piece takes about as long as serving a small request, so a
+# client creating or describing many ACLs shares the broker with the others.
+CREATIONS_PER_PIECE = 10
+ACLS_PER_PIECE = 50
 
 _NO_TAGS = b"\x00"  # an empty tag section, ending every entity of a flexible version
 _NO_ERROR = b"\x00\x00"  # error code 0 (int16)
