@@ -146,34 +146,30 @@ class Entries:
     def append(self, entity: Any) -> None:
         self.items.append(self.encode(entity))
 
-    def description(self, binding: AclBinding) -> None:
-        """DescribeAcls: an AclDescription of the ACL."""
+    def description(self, binding: AclBinding) -> Any:
+        """DescribeAcls: an AclDescription of the ACL, encoded where spliced."""
         if not self.spliced:
-            self.items.append(
-                self.ctx.make(
-                    "AclDescription",
-                    principal=binding.principal,
-                    host=binding.host,
-                    operation=binding.operation,
-                    permission_type=binding.permission,
-                )
+            return self.ctx.make(
+                "AclDescription",
+                principal=binding.principal,
+                host=binding.host,
+                operation=binding.operation,
+                permission_type=binding.permission,
             )
-            return
         # principal, host, operation (int8), permission_type (int8)
         flexible = self.flexible
-        self.items.append(
-            b"".join(
-                (
-                    string_field(binding.principal, flexible),
-                    string_field(binding.host, flexible),
-                    bytes((binding.operation, binding.permission)),
-                    _NO_TAGS if flexible else b"",
-                )
+        return b"".join(
+            (
+                string_field(binding.principal, flexible),
+                string_field(binding.host, flexible),
+                bytes((binding.operation, binding.permission)),
+                _NO_TAGS if flexible else b"",
             )
         )
 
-    def resource(self, resource: tuple[int, str, int], acls: Entries) -> None:
-        """DescribeAcls: a DescribeAclsResource listing `acls`."""
+    def resource(self, resource: tuple[int, str, int], count: int, acls: Any) -> None:
+        """DescribeAcls: a DescribeAclsResource listing `count` ACLs, `acls` being their
+        descriptions (`description`), joined where spliced."""
         resource_type, name, pattern_type = resource
         if not self.spliced:
             self.items.append(
@@ -182,7 +178,7 @@ class Entries:
                     resource_type=resource_type,
                     resource_name=name,
                     pattern_type=pattern_type,
-                    acls=tuple(acls.items),
+                    acls=tuple(acls),
                 )
             )
             return
@@ -190,14 +186,14 @@ class Entries:
         flexible = self.flexible
         self.items.append(
             b"".join(
-                [
+                (
                     bytes((resource_type,)),
                     string_field(name, flexible),
                     bytes((pattern_type,)),
-                    array_length(len(acls.items), flexible),
-                    *acls.items,
+                    array_length(count, flexible),
+                    acls,
                     _NO_TAGS if flexible else b"",
-                ]
+                )
             )
         )
 
