@@ -20,7 +20,7 @@ Rules:
   `*`, and the PREFIXED patterns the name starts with, found by looking the name's
   prefixes up at each length some PREFIXED pattern of the type has. On a pattern with
   many ACLs, only the entries of the principal (or `User:*`) and host (or `*`) are read.
-  The last DECISIONS_KEPT decisions are remembered until an ACL is added or removed.
+  Up to DECISIONS_KEPT decisions are remembered, until an ACL is added or removed.
 - A filter (DescribeAcls, DeleteAcls) that names a resource reads only the patterns it
   names (MATCH: those that apply to the resource); one that names none reads every ACL.
   Either way the selection comes in pieces of a bounded number of ACLs read, in the
@@ -384,7 +384,10 @@ class Acls:
         if len(buckets) == 1:
             yield from tuple(buckets[0])
             return
-        in_order = heapq.merge(*(tuple((s, b) for b, s in bucket.items()) for bucket in buckets))
+        # Snapshots taken at C speed ((sequence, ACL) pairs), merged in the order added.
+        in_order = heapq.merge(
+            *(tuple(zip(bucket.values(), bucket, strict=True)) for bucket in buckets)
+        )
         yield from (binding for _, binding in in_order)
 
     def _applying(self, kind: ResourceType, name: str) -> list[tuple[_Pattern, _Bucket]]:
