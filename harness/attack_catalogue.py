@@ -798,12 +798,17 @@ def _longest_wait(run: Run) -> Iterator[None]:
     waits: list[float] = []
 
     def ping() -> None:
-        with RawClient(run.bootstrap, timeout=30) as client:
-            while not stop.is_set():
-                began = time.monotonic()
-                client.call(API_VERSIONS, 3, client_software_name="p", client_software_version="1")
-                waits.append(time.monotonic() - began)
-                time.sleep(0.005)
+        try:
+            with RawClient(run.bootstrap, timeout=30) as client:
+                while not stop.is_set():
+                    began = time.monotonic()
+                    client.call(
+                        API_VERSIONS, 3, client_software_name="p", client_software_version="1"
+                    )
+                    waits.append(time.monotonic() - began)
+                    time.sleep(0.005)
+        except (OSError, ConnectionError) as exc:
+            run.problem(f"ApiVersions beside the attack failed: {exc!r}")
 
     pinger = threading.Thread(target=ping, daemon=True)
     pinger.start()
