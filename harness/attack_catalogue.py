@@ -35,6 +35,7 @@ from harness.attacks import (
     QUIET_TOPIC,
     TOPICS,
     MiB,
+    Rate,
     Run,
     Scenario,
     close_all,
@@ -822,14 +823,18 @@ def _longest_wait(run: Run) -> Iterator[None]:
 
 
 def acls_then_produce(run: Run) -> None:
-    """100,000 ACLs created (the window), then the honest rate after."""
-    with run.during_action(2.0):
-        _fill_acls(run)
+    """100,000 ACLs created, then the honest rate after (with ACLs scanned one by one,
+    every Produce paid for all of them). Creating them keeps the broker busy, sharing it
+    with the producer a piece at a time: its rate meanwhile is a fact, not a target."""
+    start = run.mark()
+    _fill_acls(run)
+    ratios = Rate.between(start, run.mark()).ratio(run.m.baseline)
+    run.fact(f"honest rate while creating {ratios[0]:.2f}x ({ratios[1]:.2f}x per CPU)")
 
 
 def acls_then_describe_all(run: Run) -> None:
-    """With 100,000 ACLs stored, DescribeAcls of every ACL, again and again (the window).
-    Answers are decoded after the window: decoding 100,000 ACLs is this client's work."""
+    """With 100,000 ACLs stored, one DescribeAcls of every ACL (the window: 2 s at
+    least). The answer is decoded after the window: that is this client's work."""
     _fill_acls(run)
     everything = make_request(
         DESCRIBE_ACLS,
@@ -842,30 +847,27 @@ def acls_then_describe_all(run: Run) -> None:
         operation=1,
         permission_type=1,
     )
-    answers = []
-    answer: bytes | None = None
-    with run.during_action(3.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
-        began = time.monotonic()
-        while time.monotonic() - began < 3.0:
-            asked = time.monotonic()
-            c.send(DESCRIBE_ACLS, 3, everything)
-            answer = c.recv_frame()
-            answers.append(time.monotonic() - asked)
+    with run.during_action(2.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
+        asked = time.monotonic()
+        c.send(DESCRIBE_ACLS, 3, everything)
+        answer = c.recv_frame()
+        took = time.monotonic() - asked
     if answer is None:
         run.problem("DescribeAcls got no answer")
         return
     _, response = messages.decode_response(answer, DESCRIBE_ACLS, 3)
     described = sum(len(resource.acls) for resource in response.resources)
-    run.fact(
-        f"{len(answers)} DescribeAcls of {described:,} ACLs, each in "
-        f"{min(answers):.2f}-{max(answers):.2f} s"
-    )
+    run.fact(f"DescribeAcls of {described:,} ACLs answered in {took:.2f} s")
     if described != ACL_COUNT + 1:
         run.problem(f"DescribeAcls listed {described:,} of {ACL_COUNT + 1:,} ACLs")
 
 
+METADATA_EVERY = 0.02  # seconds: a client asking for every topic 50 times a second
+
+
 def acls_then_metadata(run: Run) -> None:
-    """With 100,000 ACLs stored, Metadata of every topic (204), again and again."""
+    """With 100,000 ACLs stored, Metadata of every topic (204) 50 times a second for 3 s
+    (the window): each names 204 topics the broker checks ACLs for."""
     _fill_acls(run)
     answers = []
     with run.during_action(3.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
@@ -874,6 +876,7 @@ def acls_then_metadata(run: Run) -> None:
             asked = time.monotonic()
             response = c.request(METADATA, 12, metadata_request(12))
             answers.append(time.monotonic() - asked)
+            time.sleep(max(0.0, asked + METADATA_EVERY - time.monotonic()))
     named = {topic.name for topic in response.topics}
     run.fact(
         f"{len(answers)} Metadata of {len(named)} topics, each in "
@@ -967,14 +970,14 @@ SCENARIOS: list[Scenario] = [
         summary="ACL decisions at scale",
     ),
     Scenario(
-        "9 100,000 ACLs, DescribeAcls of all",
+        "9 100,000 ACLs, one DescribeAcls of all",
         9,
         acls_then_describe_all,
         ACL_SETTINGS,
         summary="describing every ACL",
     ),
     Scenario(
-        "9 100,000 ACLs, Metadata of 204 topics",
+        "9 100,000 ACLs, Metadata of 204 topics 50/s",
         9,
         acls_then_metadata,
         ACL_SETTINGS,

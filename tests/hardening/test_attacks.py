@@ -161,8 +161,8 @@ def test_100000_acls_leave_the_honest_producer_its_rate() -> None:
 
 
 def test_describing_100000_acls_does_not_stop_other_clients() -> None:
-    _check("9 100,000 ACLs, DescribeAcls of all")
+    _check("9 100,000 ACLs, one DescribeAcls of all")
 
 
 def test_metadata_of_every_topic_with_100000_acls_does_not_stop_other_clients() -> None:
-    _check("9 100,000 ACLs, Metadata of 204 topics")
+    _check("9 100,000 ACLs, Metadata of 204 topics 50/s")
