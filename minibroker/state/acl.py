@@ -209,6 +209,9 @@ class AclLimitReached(Exception):
 
 # A resource pattern's ACLs, in the order they were added, each with its sequence number.
 _Bucket = dict[AclBinding, int]
+# What the index holds for a pattern: its one ACL itself (most patterns have one, and a
+# dict each would double the objects the garbage collector traces), or a bucket.
+_Held = AclBinding | _Bucket
 # A resource pattern: (type, pattern type, name).
 _Pattern = tuple[ResourceType, PatternType, str]
 # (principal, host) of an entry, and the entries a request matches.
@@ -252,14 +255,15 @@ class Acls:
         self._bindings: dict[AclBinding, int] = {}  # insertion order kept, sequence numbers
         self._next_sequence = 0
         # (type, pattern type) -> name -> the pattern's ACLs.
-        self._buckets: dict[tuple[ResourceType, PatternType], dict[str, _Bucket]] = {}
+        self._buckets: dict[tuple[ResourceType, PatternType], dict[str, _Held]] = {}
         # The ACLs of large buckets by entry: (type, pattern type, name) -> entry -> ACLs.
         self._by_entry: dict[_Pattern, dict[_Entry, _Bucket]] = {}
         # Per type, how many PREFIXED patterns have each length; the lengths, sorted.
         self._prefix_lengths: dict[ResourceType, dict[int, int]] = {}
         self._sorted_lengths: dict[ResourceType, list[int]] = {}
         # ALLOW ACLs by (type, principal, host, operation), for allows_some.
-        self._allow_counts: dict[tuple[ResourceType, str, str, Operation], int] = {}
+        # Keyed by plain ints and strings: the collector stops tracing such tuples.
+        self._allow_counts: dict[tuple[int, str, str, int], int] = {}
         # Decisions of `allows` since the ACLs last changed, at most DECISIONS_KEPT.
         self._decisions: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
 
@@ -281,25 +285,28 @@ class Acls:
         self._bindings[binding] = sequence
         kind, pattern, name = binding.resource_type, binding.pattern_type, binding.resource_name
         names = self._buckets.setdefault((kind, pattern), {})
-        bucket = names.get(name)
-        if bucket is None:
-            bucket = names[name] = {}
+        held = names.get(name)
+        if held is None:
+            names[name] = binding
             if pattern is PatternType.PREFIXED:
                 lengths = self._prefix_lengths.setdefault(kind, {})
                 lengths[len(name)] = lengths.get(len(name), 0) + 1
                 self._sorted_lengths.pop(kind, None)
-        bucket[binding] = sequence
-        key = (kind, pattern, name)
-        by_entry = self._by_entry.get(key)
-        if by_entry is not None:
-            by_entry.setdefault((binding.principal, binding.host), {})[binding] = sequence
-        elif len(bucket) > ENTRY_INDEX_FROM:
-            by_entry = self._by_entry[key] = {}
-            for stored, stored_sequence in bucket.items():
-                entry = (stored.principal, stored.host)
-                by_entry.setdefault(entry, {})[stored] = stored_sequence
+        else:
+            if isinstance(held, AclBinding):
+                held = names[name] = {held: self._bindings[held]}
+            held[binding] = sequence
+            key = (kind, pattern, name)
+            by_entry = self._by_entry.get(key)
+            if by_entry is not None:
+                by_entry.setdefault((binding.principal, binding.host), {})[binding] = sequence
+            elif len(held) > ENTRY_INDEX_FROM:
+                by_entry = self._by_entry[key] = {}
+                for stored, stored_sequence in held.items():
+                    entry = (stored.principal, stored.host)
+                    by_entry.setdefault(entry, {})[stored] = stored_sequence
         if binding.permission is Permission.ALLOW:
-            counted = (kind, binding.principal, binding.host, binding.operation)
+            counted = (int(kind), binding.principal, binding.host, int(binding.operation))
             self._allow_counts[counted] = self._allow_counts.get(counted, 0) + 1
 
     def remove(self, binding: AclBinding) -> bool:
@@ -310,18 +317,21 @@ class Acls:
             self._decisions.clear()
         kind, pattern, name = binding.resource_type, binding.pattern_type, binding.resource_name
         names = self._buckets[kind, pattern]
-        bucket = names[name]
-        del bucket[binding]
-        key = (kind, pattern, name)
-        by_entry = self._by_entry.get(key)
-        if by_entry is not None:
-            entry = (binding.principal, binding.host)
-            del by_entry[entry][binding]
-            if not by_entry[entry]:
-                del by_entry[entry]
-        if not bucket:
+        held = names[name]
+        if isinstance(held, dict):
+            del held[binding]
+            key = (kind, pattern, name)
+            by_entry = self._by_entry.get(key)
+            if by_entry is not None:
+                entry = (binding.principal, binding.host)
+                del by_entry[entry][binding]
+                if not by_entry[entry]:
+                    del by_entry[entry]
+            if len(held) == 1:  # one ACL left: held alone
+                self._by_entry.pop(key, None)
+                names[name] = next(iter(held))
+        else:  # the pattern's last ACL
             del names[name]
-            self._by_entry.pop(key, None)
             if pattern is PatternType.PREFIXED:
                 lengths = self._prefix_lengths[kind]
                 lengths[len(name)] -= 1
@@ -329,7 +339,7 @@ class Acls:
                     del lengths[len(name)]
                     self._sorted_lengths.pop(kind, None)
         if binding.permission is Permission.ALLOW:
-            counted = (kind, binding.principal, binding.host, binding.operation)
+            counted = (int(kind), binding.principal, binding.host, int(binding.operation))
             self._allow_counts[counted] -= 1
             if not self._allow_counts[counted]:
                 del self._allow_counts[counted]
@@ -371,44 +381,49 @@ class Acls:
             if selection.resource_type is ResourceType.ANY
             else (selection.resource_type,)
         )
-        buckets: list[_Bucket] = []
+        helds: list[_Held] = []
         for kind in kinds:
             if selection.pattern_type is PatternType.MATCH:
-                buckets += [bucket for _, bucket in self._applying(kind, name)]
+                helds += [held for _, held in self._applying(kind, name)]
                 continue
             for pattern in (PatternType.LITERAL, PatternType.PREFIXED):
                 if selection.pattern_type in (PatternType.ANY, pattern):
-                    bucket = self._buckets.get((kind, pattern), {}).get(name)
-                    if bucket is not None:
-                        buckets.append(bucket)
-        if len(buckets) == 1:
-            yield from tuple(buckets[0])
+                    held = self._buckets.get((kind, pattern), {}).get(name)
+                    if held is not None:
+                        helds.append(held)
+        if len(helds) == 1:
+            yield from (helds[0],) if isinstance(helds[0], AclBinding) else tuple(helds[0])
             return
         # Snapshots taken at C speed ((sequence, ACL) pairs), merged in the order added.
         in_order = heapq.merge(
-            *(tuple(zip(bucket.values(), bucket, strict=True)) for bucket in buckets)
+            *(
+                ((self._bindings[held], held),)
+                if isinstance(held, AclBinding)
+                else tuple(zip(held.values(), held, strict=True))
+                for held in helds
+            )
         )
         yield from (binding for _, binding in in_order)
 
-    def _applying(self, kind: ResourceType, name: str) -> list[tuple[_Pattern, _Bucket]]:
+    def _applying(self, kind: ResourceType, name: str) -> list[tuple[_Pattern, _Held]]:
         """The patterns that apply to the resource, with their ACLs: LITERAL ones named
         like it or `*`, PREFIXED ones its name starts with."""
         found = []
         literal = self._buckets.get((kind, PatternType.LITERAL))
         if literal:
             for literal_name in (name, WILDCARD) if name != WILDCARD else (name,):
-                bucket = literal.get(literal_name)
-                if bucket is not None:
-                    found.append(((kind, PatternType.LITERAL, literal_name), bucket))
+                held = literal.get(literal_name)
+                if held is not None:
+                    found.append(((kind, PatternType.LITERAL, literal_name), held))
         prefixed = self._buckets.get((kind, PatternType.PREFIXED))
         if prefixed:
             for length in self._lengths(kind):
                 if length > len(name):
                     break
                 prefix = name[:length]
-                bucket = prefixed.get(prefix)
-                if bucket is not None:
-                    found.append(((kind, PatternType.PREFIXED, prefix), bucket))
+                held = prefixed.get(prefix)
+                if held is not None:
+                    found.append(((kind, PatternType.PREFIXED, prefix), held))
         return found
 
     def _lengths(self, kind: ResourceType) -> list[int]:
@@ -418,14 +433,17 @@ class Acls:
         return lengths
 
     def _entry_acls(
-        self, pattern: _Pattern, bucket: _Bucket, entries: tuple[_Entry, ...]
+        self, pattern: _Pattern, held: _Held, entries: tuple[_Entry, ...]
     ) -> Iterator[AclBinding]:
         """The pattern's ACLs for the entries: through the entry index of a large bucket,
         by reading a small one."""
+        if isinstance(held, AclBinding):
+            if (held.principal, held.host) in entries:
+                yield held
+            return
         by_entry = self._by_entry.get(pattern)
         if by_entry is None:
-            wanted = set(entries)
-            yield from (b for b in bucket if (b.principal, b.host) in wanted)
+            yield from (b for b in held if (b.principal, b.host) in entries)
             return
         for entry in entries:
             yield from by_entry.get(entry, ())
@@ -497,9 +515,9 @@ class Acls:
         allowed = False
         granting = (operation, Operation.ALL, *_IMPLIED_BY.get(operation, ()))
         entries = self._entries(principal, host)
-        for pattern, bucket in self._applying(resource_type, name):
+        for pattern, held in self._applying(resource_type, name):
             found = True
-            for binding in self._entry_acls(pattern, bucket, entries):
+            for binding in self._entry_acls(pattern, held, entries):
                 if binding.permission is Permission.DENY:
                     if binding.operation in (operation, Operation.ALL):
                         return False
