@@ -18,6 +18,7 @@ import select
 import socket
 import struct
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from harness.attacks import (
     QUIET_TOPIC,
     TOPICS,
     MiB,
+    Rate,
     Run,
     Scenario,
     close_all,
@@ -63,6 +65,7 @@ from harness.raw_client import (
     list_offsets_request,
     make,
     make_request,
+    metadata_request,
     parse_host_port,
     produce_codes,
     produce_request,
@@ -754,7 +757,7 @@ def nulls(run: Run) -> None:
         )
 
 
-# --- 9. the request recording ---------------------------------------------------------
+# --- 10. the request recording --------------------------------------------------------
 
 RECORD_FILE = Path(tempfile.gettempdir()) / f"minibroker-attack-{os.getpid()}.jsonl"
 
@@ -819,7 +822,7 @@ def recorded_produces(
     return attack
 
 
-# --- 10. connection churn ----------------------------------------------------------------
+# --- 11. connection churn ---------------------------------------------------------------
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 SASL_LISTENERS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
@@ -915,6 +918,216 @@ def connection_storm(
             run.fact(f"a new client from another address served in {newcomer * 1000:,.0f} ms")
 
     return attack
+
+
+# --- 12. ACLs at scale -------------------------------------------------------------------
+
+DESCRIBE_ACLS, CREATE_ACLS, API_VERSIONS = 29, 30, 18
+ACL_TOPICS = [f"acl-{i:03d}" for i in range(200)]  # Metadata for all of them
+ACL_SETTINGS: dict[str, Any] = {
+    "acls_enabled": True,
+    # No ACL on the cluster: this client (User:ANONYMOUS, no sign-in) may create ACLs.
+    "allow_everyone_if_no_acl_found": True,
+    "topics": [*TOPICS, *(f"{name}:1" for name in ACL_TOPICS)],
+}
+ACL_COUNT = 100_000
+ACLS_PER_REQUEST = 1_000  # max_acls_per_request's default
+ANONYMOUS = "User:ANONYMOUS"
+
+
+def _acl_creation(index: int) -> tuple[int, str, int, str, str, int, int]:
+    """ACL number `index`: a third LITERAL on a topic of its own, a third PREFIXED (with
+    prefixes of 2 to 51 letters), a third DENYs on every topic (`*`) to a principal of
+    its own: (type, name, pattern, principal, host, operation, permission)."""
+    principal = f"User:u{index}"
+    kind = index % 3
+    if kind == 0:
+        return 2, f"t-{index}", 3, principal, "*", 4, 3  # TOPIC LITERAL, WRITE ALLOW
+    if kind == 1:
+        return 2, "p" * (index % 50) + f"-{index}-", 4, principal, "*", 3, 3  # PREFIXED READ
+    return 2, "*", 3, principal, f"10.{index % 250}.0.1", 8, 2  # every topic, DESCRIBE DENY
+
+
+def _encoded_creation(index: int) -> bytes:
+    """ACL number `index` as an AclCreation of CreateAcls v3 (flexible), written field by
+    field: kio would take seconds for 100,000 of them."""
+    kind, name, pattern, principal, host, operation, permission = _acl_creation(index)
+    return b"".join(
+        (
+            bytes((kind,)),
+            messages.string_field(name, True),
+            bytes((pattern,)),
+            messages.string_field(principal, True),
+            messages.string_field(host, True),
+            bytes((operation, permission)),
+            b"\x00",  # no tagged fields
+        )
+    )
+
+
+@functools.cache
+def _create_acls_frames(first: int, count: int, per_request: int) -> list[bytes]:
+    """CreateAcls v3 frames creating ACLs first .. first+count-1, `per_request` each."""
+    empty = encode(CREATE_ACLS, 3, make_request(CREATE_ACLS, 3, creations=()), 1, "acls")
+    # The empty request ends with its creations (compact length 0, as 1) and no tags.
+    assert empty.endswith(b"\x01\x00")
+    frames = []
+    for start in range(first, first + count, per_request):
+        items = [
+            _encoded_creation(index)
+            for index in range(start, min(start + per_request, first + count))
+        ]
+        body = b"".join([empty[4:-2], messages.array_length(len(items), True), *items, b"\x00"])
+        frames.append(struct.pack(">i", len(body)) + body)
+    return frames
+
+
+def _create_acls(run: Run, frames: list[bytes]) -> dict[int, int]:
+    """Send the CreateAcls frames one after another; the error codes of their results."""
+    codes: dict[int, int] = {}
+    with RawClient(run.bootstrap, timeout=120) as client:
+        for encoded in frames:
+            client.send_bytes(encoded)
+            _, response = client.receive(CREATE_ACLS, 3)
+            for result in response.results:
+                code = result.error_code.value
+                codes[code] = codes.get(code, 0) + 1
+    return codes
+
+
+def _fill_acls(run: Run) -> None:
+    """ACL_COUNT ACLs: ten requests of ACL_COUNT / 10 (the broker takes the first
+    ACLS_PER_REQUEST of each), then as many requests of ACLS_PER_REQUEST as it takes.
+    Before them, an ALLOW of everything on every topic to this client (User:ANONYMOUS):
+    with ACLs on `*`, no topic is one no ACL names."""
+    everyone = make(
+        CREATE_ACLS,
+        3,
+        "AclCreation",
+        resource_type=2,
+        resource_name="*",
+        resource_pattern_type=3,
+        principal=ANONYMOUS,
+        host="*",
+        operation=2,  # ALL
+        permission_type=3,
+    )
+    began = time.monotonic()
+    with RawClient(run.bootstrap, timeout=30) as client:
+        client.call(CREATE_ACLS, 3, creations=(everyone,))
+    tenth = ACL_COUNT // 10
+    first_ten = _create_acls(run, _create_acls_frames(0, ACL_COUNT, tenth))
+    run.fact(f"ten CreateAcls of {tenth:,}: error codes {first_ten}")
+    if first_ten.get(0, 0) > 10 * ACLS_PER_REQUEST:
+        run.problem(f"{first_ten[0]:,} ACLs created by ten requests (max_acls_per_request)")
+    rest: dict[int, int] = {}
+    for offset in range(ACLS_PER_REQUEST, tenth, ACLS_PER_REQUEST):
+        for start in range(offset, ACL_COUNT, tenth):
+            codes = _create_acls(
+                run, _create_acls_frames(start, ACLS_PER_REQUEST, ACLS_PER_REQUEST)
+            )
+            for code, count in codes.items():
+                rest[code] = rest.get(code, 0) + count
+    created = first_ten.get(0, 0) + rest.get(0, 0)
+    run.fact(f"{created:,} ACLs created in {time.monotonic() - began:.1f} s")
+    if created != ACL_COUNT:
+        run.problem(f"{created:,} of {ACL_COUNT:,} ACLs created (codes {rest})")
+
+
+@contextlib.contextmanager
+def _longest_wait(run: Run) -> Iterator[None]:
+    """Measure, beside the honest producer, the longest wait for an ApiVersions answer
+    on another connection (a broker busy in one turn of its loop keeps every client
+    waiting), and state it."""
+    stop = threading.Event()
+    waits: list[float] = []
+
+    def ping() -> None:
+        try:
+            with RawClient(run.bootstrap, timeout=30) as client:
+                while not stop.is_set():
+                    began = time.monotonic()
+                    client.call(
+                        API_VERSIONS, 3, client_software_name="p", client_software_version="1"
+                    )
+                    waits.append(time.monotonic() - began)
+                    time.sleep(0.005)
+        except (OSError, ConnectionError) as exc:
+            run.problem(f"ApiVersions beside the attack failed: {exc!r}")
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        pinger.join(35)
+        if waits:
+            run.fact(f"longest ApiVersions wait meanwhile {max(waits):.2f} s")
+
+
+def acls_then_produce(run: Run) -> None:
+    """100,000 ACLs created, then the honest rate after (with ACLs scanned one by one,
+    every Produce paid for all of them). Creating them keeps the broker busy, sharing it
+    with the producer a piece at a time: its rate meanwhile is a fact, not a target."""
+    start = run.mark()
+    _fill_acls(run)
+    ratios = Rate.between(start, run.mark()).ratio(run.m.baseline)
+    run.fact(f"honest rate while creating {ratios[0]:.2f}x ({ratios[1]:.2f}x per CPU)")
+
+
+def acls_then_describe_all(run: Run) -> None:
+    """With 100,000 ACLs stored, one DescribeAcls of every ACL (the window: 2 s at
+    least). The answer is decoded after the window: that is this client's work."""
+    _fill_acls(run)
+    everything = make_request(
+        DESCRIBE_ACLS,
+        3,
+        resource_type_filter=1,  # ANY
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+    with run.during_action(2.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
+        asked = time.monotonic()
+        c.send(DESCRIBE_ACLS, 3, everything)
+        answer = c.recv_frame()
+        took = time.monotonic() - asked
+    if answer is None:
+        run.problem("DescribeAcls got no answer")
+        return
+    _, response = messages.decode_response(answer, DESCRIBE_ACLS, 3)
+    described = sum(len(resource.acls) for resource in response.resources)
+    run.fact(f"DescribeAcls of {described:,} ACLs answered in {took:.2f} s")
+    if described != ACL_COUNT + 1:
+        run.problem(f"DescribeAcls listed {described:,} of {ACL_COUNT + 1:,} ACLs")
+
+
+METADATA_EVERY = 0.02  # seconds: a client asking for every topic 50 times a second
+
+
+def acls_then_metadata(run: Run) -> None:
+    """With 100,000 ACLs stored, Metadata of every topic (204) 50 times a second for 3 s
+    (the window): each names 204 topics the broker checks ACLs for."""
+    _fill_acls(run)
+    answers = []
+    with run.during_action(3.0), _longest_wait(run), RawClient(run.bootstrap, timeout=60) as c:
+        began = time.monotonic()
+        while time.monotonic() - began < 3.0:
+            asked = time.monotonic()
+            response = c.request(METADATA, 12, metadata_request(12))
+            answers.append(time.monotonic() - asked)
+            time.sleep(max(0.0, asked + METADATA_EVERY - time.monotonic()))
+    named = {topic.name for topic in response.topics}
+    run.fact(
+        f"{len(answers)} Metadata of {len(named)} topics, each in "
+        f"{min(answers) * 1000:.0f}-{max(answers) * 1000:.0f} ms"
+    )
+    if not set(ACL_TOPICS) <= named:
+        run.problem(f"Metadata listed {len(set(ACL_TOPICS) & named)} of {len(ACL_TOPICS)} topics")
 
 
 # --- the catalogue ----------------------------------------------------------------------
@@ -1031,6 +1244,27 @@ SCENARIOS: list[Scenario] = [
             summary="connection churn from one address",
         )
         for kind in STORM_PAYLOADS
+    ),
+    Scenario(
+        "12 100,000 ACLs created, then produce",
+        12,
+        acls_then_produce,
+        ACL_SETTINGS,
+        summary="ACL decisions at scale",
+    ),
+    Scenario(
+        "12 100,000 ACLs, one DescribeAcls of all",
+        12,
+        acls_then_describe_all,
+        ACL_SETTINGS,
+        summary="describing every ACL",
+    ),
+    Scenario(
+        "12 100,000 ACLs, Metadata of 204 topics 50/s",
+        12,
+        acls_then_metadata,
+        ACL_SETTINGS,
+        summary="topic ACL checks per Metadata",
     ),
 ]
 

@@ -219,6 +219,12 @@ class BrokerConfig:
         "with ACLs on, a resource no ACL names is open to everyone "
         "(allow.everyone.if.no.acl.found)",
     )
+    max_acls: int = _setting(
+        1_000_000, "ACLs the cluster may hold; further creations get POLICY_VIOLATION"
+    )
+    max_acls_per_request: int = _setting(
+        1_000, "ACLs one CreateAcls request may create; the rest get POLICY_VIOLATION"
+    )
 
     data_dir: str | None = _setting(
         None,
@@ -428,6 +434,8 @@ LEAST_VALUES: Mapping[str, float] = {
     "record_requests_max_bytes": 0,
     "max_partitions_per_broker": 1,
     "max_partitions_per_request": 1,
+    "max_acls": 0,
+    "max_acls_per_request": 0,
     "max_decompressed_batch_bytes": 1,
     "offsets_topic_partitions": 1,
     "offsets_retention_minutes": 0,

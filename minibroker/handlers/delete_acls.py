@@ -2,54 +2,55 @@
 
 Deletes, per filter, every ACL it selects (state/acl.py) and lists them. Needs ALTER on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED for every filter); with ACLs off every
-filter gets SECURITY_DISABLED; an invalid filter gets INVALID_REQUEST.
+filter gets SECURITY_DISABLED; an invalid filter gets INVALID_REQUEST. Worked out in
+pieces (ACLS_PER_PIECE ACLs read or deleted, or CREATIONS_PER_PIECE filters, per piece);
+an ACL another request deletes meanwhile is listed by the request that deleted it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers._acls import filter_of, refusal
+from minibroker.handlers._acls import (
+    ACLS_PER_PIECE,
+    CREATIONS_PER_PIECE,
+    Entries,
+    filter_of,
+    refusal,
+)
 from minibroker.handlers._common import NO_THROTTLE
-from minibroker.handlers.registry import RequestContext, api
+from minibroker.handlers.registry import RequestContext, Steps, api
 from minibroker.state.acl import InvalidAcl, Operation
 
 
 @api(31, "DeleteAcls", 0, 3)
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Steps:
+    return Steps(_delete(ctx, request))
+
+
+def _delete(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
     refused = refusal(ctx, Operation.ALTER)
-    results = []
-    for selection in request.filters:
+    results = Entries(ctx)
+    for index, selection in enumerate(request.filters):
+        if index and not index % CREATIONS_PER_PIECE:
+            yield
         code, message = refused or (ErrorCode.none, None)
-        deleted = []
+        matching = results.sibling()
         if refused is None:
             try:
-                deleted = ctx.cluster.acls.delete(filter_of(selection))
+                pieces = ctx.cluster.acls.delete_in_pieces(filter_of(selection), ACLS_PER_PIECE)
             except InvalidAcl as exc:
                 code, message = ErrorCode.invalid_request, str(exc)
-        matching = tuple(
-            ctx.make(
-                "DeleteAclsMatchingAcl",
-                error_code=ErrorCode.none,
-                error_message=None,
-                resource_type=b.resource_type,
-                resource_name=b.resource_name,
-                pattern_type=b.pattern_type,
-                principal=b.principal,
-                host=b.host,
-                operation=b.operation,
-                permission_type=b.permission,
-            )
-            for b in deleted
+            else:
+                for piece in pieces:
+                    for binding in piece:
+                        matching.matching_acl(binding)
+                    yield
+        result = ctx.make(
+            "DeleteAclsFilterResult", error_code=code, error_message=message, matching_acls=()
         )
-        results.append(
-            ctx.make(
-                "DeleteAclsFilterResult",
-                error_code=code,
-                error_message=message,
-                matching_acls=matching,
-            )
-        )
-    return ctx.response(throttle_time=NO_THROTTLE, filter_results=tuple(results))
+        results.items.append(matching.holding(result, "matching_acls"))
+    return results.response("filter_results", throttle_time=NO_THROTTLE)

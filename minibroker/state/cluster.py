@@ -85,6 +85,7 @@ class ClusterState:
             enabled=self.config.acls_enabled,
             super_users=self.config.super_user_list(),
             allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
+            max_acls=self.config.max_acls,
         )
         self.broker_configs = BrokerConfigs(self.config.broker_configs())
         self.topics = TopicRegistry(

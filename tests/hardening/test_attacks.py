@@ -178,3 +178,18 @@ def test_the_in_memory_recording_stays_within_its_byte_budget() -> None:
 @pytest.mark.parametrize("kind", list(STORM_PAYLOADS))
 def test_a_storm_of_new_connections_from_one_address_does_not_starve_others(kind: str) -> None:
     _check(f"11 2,000 new connections/s: {kind}")
+
+
+# --- 12. ACLs at scale: 100,000 ACLs cost a decision no more than 100 do
+
+
+def test_100000_acls_leave_the_honest_producer_its_rate() -> None:
+    _check("12 100,000 ACLs created, then produce")
+
+
+def test_describing_100000_acls_does_not_stop_other_clients() -> None:
+    _check("12 100,000 ACLs, one DescribeAcls of all")
+
+
+def test_metadata_of_every_topic_with_100000_acls_does_not_stop_other_clients() -> None:
+    _check("12 100,000 ACLs, Metadata of 204 topics 50/s")
