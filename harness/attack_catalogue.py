@@ -930,6 +930,10 @@ ACL_SETTINGS: dict[str, Any] = {
     "allow_everyone_if_no_acl_found": True,
     "topics": [*TOPICS, *(f"{name}:1" for name in ACL_TOPICS)],
 }
+KAFKA_ACL_SETTINGS = {  # the same on Apache Kafka (bench.hostile --against kafka-jvm)
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
 ACL_COUNT = 100_000
 ACLS_PER_REQUEST = 1_000  # max_acls_per_request's default
 ANONYMOUS = "User:ANONYMOUS"
@@ -1218,6 +1222,7 @@ SCENARIOS: list[Scenario] = [
             "rlimits": {resource.RLIMIT_NOFILE: OPEN_FILES},
         },
         summary="segment files within the descriptor limit",
+        kafka_settings=None,  # the limit is set on the child process
     ),
     Scenario(
         "10 200 x 900 KB produces, --record-file",
@@ -1226,6 +1231,7 @@ SCENARIOS: list[Scenario] = [
         {"record_file": str(RECORD_FILE)},
         allowance=64 * MiB,
         summary="the record file keeps nothing in memory",
+        kafka_settings=None,
     ),
     Scenario(
         "10 200 x 900 KB produces, recorded in memory (16 MiB)",
@@ -1234,6 +1240,7 @@ SCENARIOS: list[Scenario] = [
         {"record_requests": True, "record_requests_max_bytes": 16 * MiB},
         allowance=64 * MiB,
         summary="the recording within record_requests_max_bytes",
+        kafka_settings=None,
     ),
     *(
         Scenario(
@@ -1242,6 +1249,7 @@ SCENARIOS: list[Scenario] = [
             connection_storm(kind),
             SASL_LISTENERS if STORM_PAYLOADS[kind][1] else {},
             summary="connection churn from one address",
+            kafka_settings=None if STORM_PAYLOADS[kind][1] else {},
         )
         for kind in STORM_PAYLOADS
     ),
@@ -1251,6 +1259,7 @@ SCENARIOS: list[Scenario] = [
         acls_then_produce,
         ACL_SETTINGS,
         summary="ACL decisions at scale",
+        kafka_settings=KAFKA_ACL_SETTINGS,
     ),
     Scenario(
         "12 100,000 ACLs, one DescribeAcls of all",
@@ -1258,6 +1267,7 @@ SCENARIOS: list[Scenario] = [
         acls_then_describe_all,
         ACL_SETTINGS,
         summary="describing every ACL",
+        kafka_settings=KAFKA_ACL_SETTINGS,
     ),
     Scenario(
         "12 100,000 ACLs, Metadata of 204 topics 50/s",
@@ -1265,6 +1275,7 @@ SCENARIOS: list[Scenario] = [
         acls_then_metadata,
         ACL_SETTINGS,
         summary="topic ACL checks per Metadata",
+        kafka_settings=KAFKA_ACL_SETTINGS,
     ),
 ]
 

@@ -526,8 +526,9 @@ class KafkaTarget(Target):
     (`python -m bench.hostile --against kafka-jvm`). Its settings are Kafka's properties;
     the attack's topics are created once it serves."""
 
-    def __init__(self, kill_above: int, kafka_settings: dict[str, str]) -> None:
+    def __init__(self, kill_above: int, kafka_settings: dict[str, str], topics: list[str]) -> None:
         self.broker = _JvmProcess(kafka_settings)  # type: ignore[assignment]
+        self.topics = topics
         self.kill_above = kill_above
         self.killed = None
         self.max_rss_seen = 0
@@ -538,7 +539,7 @@ class KafkaTarget(Target):
     def start(self) -> Target:
         self.broker.start()
         service = self.broker.kafka.service  # type: ignore[attr-defined]
-        for spec in TOPICS:
+        for spec in self.topics:
             name, partitions = spec.split(":")
             service.create_topic(name, int(partitions))
         self._spawn(self._watch)
@@ -779,7 +780,8 @@ def measure(
     if against == "kafka-jvm":
         if scenario.kafka_settings is None:
             raise ValueError(f"{scenario.name}: no counterpart on Apache Kafka")
-        target = KafkaTarget(8 * 1024 * MiB, scenario.kafka_settings)
+        topics = scenario.settings.get("topics", TOPICS)
+        target = KafkaTarget(8 * 1024 * MiB, scenario.kafka_settings, topics)
     else:
         target = Target(kill_above=8 * 1024 * MiB, **scenario.settings)
     with target:
