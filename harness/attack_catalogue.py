@@ -60,6 +60,7 @@ from harness.attacks import (
 from harness.raw_client import (
     RawClient,
     create_topics_request,
+    delete_records_request,
     encode,
     fetch_request,
     list_offsets_request,
@@ -791,27 +792,8 @@ def recorded_produces(
                     run.problem(f"a produce of {size:,} bytes got {produce_codes(response)}")
                     break
                 stored = response.responses[0].partition_responses[0].base_offset
-                client.call(
-                    DELETE_RECORDS,
-                    2,
-                    topics=(
-                        make(
-                            DELETE_RECORDS,
-                            2,
-                            "DeleteRecordsTopic",
-                            name=RECORDED_TOPIC,
-                            partitions=(
-                                make(
-                                    DELETE_RECORDS,
-                                    2,
-                                    "DeleteRecordsPartition",
-                                    partition_index=0,
-                                    offset=stored + 1,
-                                ),
-                            ),
-                        ),
-                    ),
-                    timeout=datetime.timedelta(seconds=30),
+                client.request(
+                    DELETE_RECORDS, 2, delete_records_request(RECORDED_TOPIC, {0: stored + 1})
                 )
         run.add_stored(size)  # the last record, until the next one is produced
         run.fact(f"{count} x {size // 1024:,} KB produced ({count * size / MiB:,.0f} MiB)")

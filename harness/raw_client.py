@@ -163,6 +163,7 @@ class RawClient:
 # --- the requests many tests send -------------------------------------------------------
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 1, 2, 3, 19
+DELETE_RECORDS = 21
 
 
 def metadata_request(version: int = 12) -> Any:
@@ -302,6 +303,22 @@ def create_topics_request(
         topics=topics,
         timeout=datetime.timedelta(milliseconds=timeout_ms),
         validate_only=False,
+    )
+
+
+def delete_records_request(
+    topic: str, before: Mapping[int, int], *, timeout_ms: int = 30_000
+) -> Any:
+    """DeleteRecords (v2) of `topic`: each partition's records below its offset."""
+    partitions = tuple(
+        make(DELETE_RECORDS, 2, "DeleteRecordsPartition", partition_index=partition, offset=offset)
+        for partition, offset in before.items()
+    )
+    return make_request(
+        DELETE_RECORDS,
+        2,
+        topics=(make(DELETE_RECORDS, 2, "DeleteRecordsTopic", name=topic, partitions=partitions),),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
     )
 
 

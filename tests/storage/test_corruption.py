@@ -119,9 +119,8 @@ def _damage(directory: Path, kind: str, where: str) -> Damaged:
     return Damaged(segment, first, dropped)
 
 
-def _read(path: Path) -> tuple[dict[int, bytes], int, list[CorruptBatch], DataDir]:
-    """Open the data directory as a broker does and read the partition from its start to
-    its end: the records, the log end, the reads that failed."""
+def _open(path: Path) -> tuple[SegmentedLog, DataDir]:
+    """The partition's log, opened from the data directory as a broker opens it."""
     state = ClusterState()
     data_dir = DataDir(path)
     data_dir.open(state, [0])
@@ -129,6 +128,13 @@ def _read(path: Path) -> tuple[dict[int, bytes], int, list[CorruptBatch], DataDi
     assert topic is not None
     log = topic.partitions[0].log
     assert isinstance(log, SegmentedLog)
+    return log, data_dir
+
+
+def _read(path: Path) -> tuple[dict[int, bytes], int, list[CorruptBatch], DataDir]:
+    """Open the data directory as a broker does and read the partition from its start to
+    its end: the records, the log end, the reads that failed."""
+    log, data_dir = _open(path)
     found: dict[int, bytes] = {}
     errors: list[CorruptBatch] = []
     offset = log.log_start_offset
@@ -267,13 +273,8 @@ def test_reads_check_each_trusted_byte_once(
         return real_first_bad(view, next_offset)
 
     monkeypatch.setattr(segmented_log, "first_bad", counting)
-    state = ClusterState()
-    data_dir = DataDir(path)
-    data_dir.open(state, [0])
-    topic = state.topics.get(TOPIC)
-    assert topic is not None
-    log = topic.partitions[0].log
-    assert isinstance(log, SegmentedLog) and log.trusted_end == log.size_bytes
+    log, data_dir = _open(path)
+    assert log.trusted_end == log.size_bytes
     for offset, max_bytes in [(10, 500), (0, 2000), (5, 1 << 20), (0, 1 << 20)]:
         log.read(offset, max_bytes)
     data_dir.close()
@@ -305,12 +306,7 @@ def test_compaction_never_rewrites_a_damaged_batch_into_a_sound_one(
     path = tmp_path / "data"
     shutil.copytree(written["clean"].path, path)
     damaged = _damage(_partition_dir(path), "flip", "middle")
-    state = ClusterState()
-    data_dir = DataDir(path)
-    data_dir.open(state, [0])
-    topic = state.topics.get(TOPIC)
-    assert topic is not None
-    log = topic.partitions[0].log
+    log, data_dir = _open(path)
     with pytest.raises(CorruptBatch) as raised:
         list(log.stored_batches(log.next_offset))
     data_dir.close()

@@ -14,14 +14,13 @@ what was created and sent, as Kafka 3.9 answers:
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.raw_client import RawClient, make, produce_batch
+from harness.raw_client import RawClient, delete_records_request, make, produce_batch
 from minibroker import Broker
 from minibroker.cluster import host_port
 from minibroker.protocol import records
@@ -346,24 +345,7 @@ def test_log_dirs_count_what_delete_records_left(
         produce_batch(client.request, topic, 0, first)
         produce_batch(client.request, topic, 0, second)
         before = sizes(describe_log_dirs(client, version, [(topic, [0])]))
-        client.call(
-            DELETE_RECORDS,
-            2,
-            topics=(
-                make(
-                    DELETE_RECORDS,
-                    2,
-                    "DeleteRecordsTopic",
-                    name=topic,
-                    partitions=(
-                        make(
-                            DELETE_RECORDS, 2, "DeleteRecordsPartition", partition_index=0, offset=2
-                        ),
-                    ),
-                ),
-            ),
-            timeout=datetime.timedelta(seconds=5),
-        )
+        client.request(DELETE_RECORDS, 2, delete_records_request(topic, {0: 2}, timeout_ms=5_000))
         after = sizes(describe_log_dirs(client, version, [(topic, [0])]))
     assert before == {topic: {0: len(first) + len(second)}}
     assert after == {topic: {0: len(second)}}
