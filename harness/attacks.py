@@ -529,6 +529,7 @@ class KafkaTarget(Target):
     def __init__(self, kill_above: int, kafka_settings: dict[str, str], topics: list[str]) -> None:
         self.broker = _JvmProcess(kafka_settings)  # type: ignore[assignment]
         self.topics = topics
+        self.data_dir = None
         self.kill_above = kill_above
         self.killed = None
         self.max_rss_seen = 0
