@@ -217,6 +217,7 @@ class RecordingProxy(RunsInThread):
             finally:
                 view.release()
             yield memoryview(frame).toreadonly()  # kio reads only read-only buffers
+            del frame  # the next frame is not read while this one is still held here
 
     @staticmethod
     async def _forward(writer: asyncio.StreamWriter, frame: bytes | memoryview) -> None:
@@ -248,6 +249,7 @@ class RecordingProxy(RunsInThread):
                 self._keep(answer.exchange)
             del answer  # the decoded response (a copy of the records) goes before writing
             await self._forward(client, out)
+            del frame, out  # gone before the next frame is read
 
     async def _with_own_addresses(
         self, exchange: Exchange, response: Any, frame: bytes | memoryview

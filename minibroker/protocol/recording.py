@@ -57,10 +57,10 @@ def plain(value: Any) -> Any:
     if isinstance(value, int | float):
         return value
     if isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        if len(raw) > BYTES_SHOWN:
-            return {"size": len(raw)}
-        return {"base64": base64.b64encode(raw).decode()}
+        size = value.nbytes if isinstance(value, memoryview) else len(value)
+        if size > BYTES_SHOWN:
+            return {"size": size}  # measured, not copied: a large value is never held twice
+        return {"base64": base64.b64encode(value).decode()}
     if isinstance(value, tuple | list | frozenset | set):
         return [plain(item) for item in value]
     if isinstance(value, datetime.timedelta):
