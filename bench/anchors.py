@@ -3,7 +3,7 @@
     python -m bench.anchors [--quick] [--runs N]
 
 The anchors are the real thing and the nearest alternative: Apache Kafka 4.x (one KRaft
-node from Kafka's own jars, minibroker.testing.real_kafka; `tools/jvm_jars.py kafka`
+node from Kafka's own jars, minibroker.testing.real_kafka; `python -m minibroker jars kafka`
 fetches them) and kfake, franz-go's in-memory fake cluster (bench/gobench, built from the
 Go module proxy on first use). Every side is driven by the same client, confluent-kafka, with
 the same settings, in the same run, sides interleaved run by run; each figure is the

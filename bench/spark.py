@@ -9,8 +9,8 @@ produced with confluent-kafka. Measured, each as the median of several runs:
 - read rate: one Trigger.AvailableNow query reading 1,000,000 records into the "noop"
   sink (records/s), and the same through a batch read;
 - one AvailableNow batch of 100,000 records, into "noop" and into the memory sink;
-- Spark's own JVM connector (format "kafka", when `tools/jvm_jars.py spark` has fetched
-  it) running the same 1,000,000-record AvailableNow query beside the Python source, with
+- Spark's own JVM connector (format "kafka", when `python -m minibroker jars spark` has
+  fetched it) running the same 1,000,000-record AvailableNow query beside the Python source, with
   the broker process's CPU time during each: the broker is the limit only if its CPU
   time comes near the query's wall time;
 - where the time goes: the same rows from an in-memory Python data source (Spark's

@@ -7,8 +7,8 @@ into a fresh topic, committing every 1,000 records; then a consumer with
 isolation.level=read_committed reads them all back from the beginning (and, as a
 reference, one with read_uncommitted). Every side is driven by the same client with the
 same settings in the same run: minibroker, the librdkafka mock cluster and Apache Kafka
-(one KRaft node from Kafka's own jars, the version bench.anchors uses; `python
-tools/jvm_jars.py kafka` fetches them), each broker in a fresh child process
+(one KRaft node from Kafka's own jars, the version bench.anchors uses; `python -m
+minibroker jars kafka` fetches them), each broker in a fresh child process
 (bench/runner.py) for every round, the clients here. Rounds interleave the sides (the order
 rotates round by round); each figure is the median over the rounds. The table is printed
 with ratios minibroker / mock and minibroker / Kafka and written to

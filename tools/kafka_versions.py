@@ -24,10 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
 
-import jvm_jars  # noqa: E402
-
+from minibroker.commands.jars import fetch  # noqa: E402
 from minibroker.testing import jvm  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "kafka" / "request-versions.json"
@@ -71,7 +69,7 @@ def from_data(release: str) -> dict[int, tuple[int, int]]:
 
 def from_client(version: str) -> dict[int, tuple[int, int]]:
     bundle = jvm.Bundle(f"kafka-clients-{version}", *jvm.KAFKA_CLIENT, version)
-    jars = jvm_jars.fetch(bundle, jvm.cache_dir())
+    jars = fetch(bundle, jvm.cache_dir())
     classpath = ":".join(str(jar) for jar in jars)
     done = subprocess.run(
         ["java", "-cp", classpath, str(PROGRAM)],

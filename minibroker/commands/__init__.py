@@ -1,5 +1,6 @@
 """Everyday command-line tools for any Kafka-protocol broker: `minibroker topics`,
-`groups`, `produce`, `consume` and `configs`.
+`groups`, `produce`, `consume` and `configs`; and `minibroker jars`, which fetches the JVM
+jars the Spark and Java tests use.
 
 Each command group is a module with a `register(subparsers)` that adds its parsers, each
 parser carrying the function that runs it (`run`) and its name (`prog`).
@@ -14,7 +15,7 @@ from typing import NoReturn
 
 # The first word of a tool's command line (the broker's own parser lists them too). The
 # modules are imported when a tool runs, so the broker starts without confluent-kafka.
-COMMANDS = ("topics", "groups", "produce", "consume", "configs")
+COMMANDS = ("topics", "groups", "produce", "consume", "configs", "jars")
 EXIT_USAGE = 2
 
 
@@ -26,7 +27,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from minibroker.commands import configs, groups, records, topics
+    from minibroker.commands import configs, groups, jars, records, topics
 
     top = Parser(
         prog="minibroker",
@@ -34,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Example: minibroker topics list --bootstrap-server localhost:9092",
     )
     commands = top.add_subparsers(dest="tool", metavar="COMMAND", required=True)
-    for module in (topics, groups, records, configs):
+    for module in (topics, groups, records, configs, jars):
         module.register(commands)
     return top
 

@@ -5,7 +5,7 @@ what is normalised away). The raw-request scenarios (raw_scenarios.py: Kafka 4's
 group protocol, against 4.x only) are compared step by step. A difference is a minibroker
 bug unless KNOWN explains it; docs/compatibility.md lists the same entries for users.
 
-Skips, saying why, without Java 17 or the jars (`python tools/jvm_jars.py kafka`).
+Skips, saying why, without Java 17 or the jars (`python -m minibroker jars kafka`).
 """
 
 from __future__ import annotations

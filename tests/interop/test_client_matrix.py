@@ -438,7 +438,7 @@ def _build_java(driver: Driver, work: Path) -> list[str]:
     if jars is None:
         pytest.skip(
             f"kafka-clients {jvm.KAFKA_CLIENTS[driver.java_line]} jars are not fetched: "
-            "run `python tools/jvm_jars.py clients`"
+            "run `python -m minibroker jars clients`"
         )
     classpath = os.pathsep.join(str(jar) for jar in jars)
     # With the JSON writer it shares with tests/interop/jvm/ClientScenarios.java.

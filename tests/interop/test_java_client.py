@@ -458,7 +458,7 @@ def _unavailable(line: str) -> str | None:
     if jvm.kafka_clients(line).jars() is None:
         return (
             f"kafka-clients {jvm.KAFKA_CLIENTS[line]} jars are not fetched: "
-            "run `python tools/jvm_jars.py clients`"
+            "run `python -m minibroker jars clients`"
         )
     return None
 

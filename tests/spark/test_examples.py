@@ -26,7 +26,9 @@ def test_streaming_job_example_suite_passes(
     """The example's own tests pass unchanged through Spark's connector and through the
     Python source."""
     if kafka_format == "kafka" and not jvm_kafka_available(spark):
-        pytest.skip("Spark's Kafka connector is not on the classpath (tools/jvm_jars.py)")
+        pytest.skip(
+            "Spark's Kafka connector is not on the classpath (python -m minibroker jars spark)"
+        )
     result = pytester.runpytest_inprocess(
         "-p",
         "no:cacheprovider",
