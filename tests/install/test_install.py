@@ -1,6 +1,7 @@
 """The new user's path: the built wheel in a fresh virtual environment, the README's quick
-start run exactly as written, and a downstream project whose own `consumer.py`,
-`fixtures/` package and `conftest.py` sit beside the plugin's fixtures."""
+start run exactly as written, a downstream project whose own `consumer.py`, `fixtures/`
+package and `conftest.py` sit beside the plugin's fixtures, and the JVM jars fetched through
+the installed command."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import importlib
 import os
 import pkgutil
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,8 +24,11 @@ README = (ROOT / "README.md").read_text()
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
 
 
-def _run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], cwd: Path, timeout: float = 600, **more_env: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
+    env.update(more_env)
     result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
     return result
@@ -118,6 +123,33 @@ def test_a_downstream_project_with_its_own_consumer_and_fixtures_modules(
     for command in ([str(binaries / "pytest")], [str(binaries / "python"), "-m", "pytest"]):
         result = _run([*command, "-q", "-p", "no:cacheprovider"], cwd=project)
         assert "3 passed" in result.stdout, result.stdout
+
+
+def test_the_installed_command_fetches_jvm_jars(fresh_venv: Path, tmp_path: Path) -> None:
+    """`python -m minibroker jars` from the wheel alone, no checkout: its help, then one
+    bundle (the Java client) fetched into a cache of the test's own (Maven keeps its
+    downloads in ~/.m2, so a second run takes seconds)."""
+    python = str(fresh_venv / "bin" / "python")
+    helped = _run([python, "-m", "minibroker", "jars", "--help"], cwd=tmp_path)
+    assert "usage: minibroker jars" in helped.stdout
+    assert "clients" in helped.stdout
+    if shutil.which("mvn") is None:
+        pytest.skip("Maven (mvn) is not on PATH; `minibroker jars` needs it to fetch")
+    cache = tmp_path / "jars"
+    fetched = _run(
+        [python, "-m", "minibroker", "jars", "clients", "--strict"],
+        cwd=tmp_path,
+        MINIBROKER_JARS=str(cache),
+    )
+    assert f"in {cache}" in fetched.stdout
+    for version in ("3.9.2", "4.4.0"):
+        folder = cache / f"kafka-clients-{version}"
+        assert (folder / "COMPLETE").is_file()
+        assert (folder / f"kafka-clients-{version}.jar").is_file()
+    again = _run(
+        [python, "-m", "minibroker", "jars", "clients"], cwd=tmp_path, MINIBROKER_JARS=str(cache)
+    )
+    assert again.stdout == fetched.stdout  # nothing fetched twice: the same jars, counted
 
 
 def test_each_module_has_one_name() -> None:
