@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
@@ -359,6 +360,11 @@ def reset_offsets(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json({"group": args.group, "executed": args.execute, "offsets": plan})
     else:
+        if args.execute:
+            say(f"Offsets of group {args.group!r} reset and committed:")
+        else:
+            say(f"Offsets group {args.group!r} would get (a dry run):")
+        sys.stdout.flush()
         print_table(
             ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
             [
@@ -367,6 +373,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
             ],
         )
     if not args.execute:
+        sys.stdout.flush()
         say("Nothing changed (a dry run); add --execute to commit these offsets.")
     return 0
 

@@ -169,7 +169,10 @@ def test_reset_offsets_prints_the_plan_and_changes_only_with_execute(
     _commit(kafka_config, group, topic, {0: 5, 1: 1})
 
     plan = cli("groups", "reset-offsets", group, "--topic", topic, "--to-earliest")
-    assert "--execute" in plan.stderr
+    assert plan.stderr.splitlines() == [
+        f"Offsets group {group!r} would get (a dry run):",
+        "Nothing changed (a dry run); add --execute to commit these offsets.",
+    ]
     rows = [line.split() for line in plan.lines()]
     assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"]
     assert rows[1:] == [[group, topic, "0", "5", "0"], [group, topic, "1", "1", "0"]]
@@ -201,6 +204,7 @@ def test_reset_offsets_prints_the_plan_and_changes_only_with_execute(
         "groups", "reset-offsets", group, "--topic", f"{topic}:1", "--to-earliest", "--execute"
     )
     assert len(one.lines()) == 2
+    assert one.stderr.splitlines() == [f"Offsets of group {group!r} reset and committed:"]
     assert _committed(kafka_config, group) == {0: 5, 1: 0}
 
 
