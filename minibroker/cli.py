@@ -33,6 +33,11 @@ DEFAULT_PORT = 9092
 MAX_PARTITIONS = 100_000
 # Settings spelled differently on the command line (short forms kept from Kafka's tools).
 _SPELLING = {"num_partitions": "--partitions"}
+# The options `minibroker --help` shows; `minibroker serve --help` (or --help-all) shows all.
+COMMON_OPTIONS = frozenset(
+    {"-h", "--help-all", "--version", "--config", "--topic", "--no-auto-create", "--log-level"}
+    | {"--host", "--port", "--partitions", "--data-dir"}
+)
 WIDE_OPEN_WARNING = (
     "minibroker: listening on every interface: anyone who can reach this machine can "
     "read, write and delete topics (there is no authentication)"
@@ -114,13 +119,18 @@ def _metavar(field: dataclasses.Field[Any]) -> str:
     return {"int": "N", "float": "N", "bool": "BOOL"}.get(str(field.type), "VALUE")
 
 
+EXAMPLES = (
+    "Example: minibroker --port 9092 --topic orders:3 --no-auto-create\n"
+    "         minibroker serve --config broker.toml --port 9093\n"
+    "         minibroker topics list --bootstrap-server localhost:9092"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="minibroker",
         description="Run an in-memory Kafka-protocol broker until interrupted (Ctrl-C).",
-        epilog="Example: minibroker --port 9092 --topic orders:3 --no-auto-create\n"
-        "         minibroker serve --config broker.toml --port 9093\n"
-        "         minibroker topics list --bootstrap-server localhost:9092",
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -130,6 +140,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=["serve", "proxy", *TOOLS],
         help="what to do: serve (the default) runs the broker; proxy records a Kafka's "
         f"traffic; {', '.join(TOOLS)} talk to any Kafka (minibroker COMMAND --help)",
+    )
+    parser.add_argument(
+        "--help-all",
+        action="help",
+        help="show every option and exit (the same as minibroker serve --help)",
     )
     parser.add_argument(
         "--config",
@@ -192,6 +207,44 @@ def _parser() -> argparse.ArgumentParser:
             + ("" if default is None else f" (default: {default})"),
         )
     return parser
+
+
+def _commands() -> list[tuple[str, str]]:
+    """Each command of `minibroker` with its one-line summary."""
+    from minibroker.commands import parser as tools_parser
+
+    listed = [
+        ("serve", "run the broker until interrupted (the default)"),
+        ("proxy", "forward to a Kafka and write its traffic, decoded, as JSON lines"),
+    ]
+    for action in tools_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            listed += [(choice.dest, choice.help or "") for choice in action._choices_actions]
+    return listed
+
+
+def brief_help() -> str:
+    """`minibroker --help`: the commands, each in a line, and the broker's common options;
+    the full list of settings is behind `minibroker serve --help`."""
+    parser = _parser()
+    parser.usage = "minibroker [serve] [OPTIONS]\n       minibroker COMMAND [--help] ..."
+    parser.epilog = (
+        "Every broker setting is a flag too: minibroker serve --help (or --help-all) lists\n"
+        "them all; minibroker COMMAND --help shows a command's options.\n\n" + EXAMPLES
+    )
+    width = max(len(name) for name, _ in _commands()) + 2
+    parser.description = (
+        "Run an in-memory Kafka-protocol broker until interrupted (Ctrl-C), or one of the\n"
+        "tools that talk to any Kafka.\n\ncommands:\n"
+        + "\n".join(f"  {name:<{width}}{summary}" for name, summary in _commands())
+    )
+    for action in parser._actions:
+        if not COMMON_OPTIONS & set(action.option_strings):
+            action.help = argparse.SUPPRESS
+    for group in parser._action_groups:
+        if group.title == "broker settings (BrokerConfig)":
+            group.title = "common broker settings"
+    return parser.format_help()
 
 
 def _fault(spec: str) -> dict[str, Any]:
@@ -378,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         from minibroker.commands import main as tool_main
 
         return tool_main(argv)
+    if {"-h", "--help"} & set(argv) and "--help-all" not in argv and argv[:1] != ["serve"]:
+        print(brief_help(), end="")
+        return 0
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command != "serve":

@@ -173,8 +173,7 @@ WHAT = {
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "jars",
-        help="fetch the JVM jars of Spark's Kafka and Avro connectors, the Java client and "
-        "Apache Kafka (Maven)",
+        help="fetch the JVM jars of Spark's connectors, the Java client and Kafka (Maven)",
         description="Fetch JVM jars with Maven (mvn, Java 17+) into the jar cache, where the\n"
         "spark fixture, the Java client tests and --kafka-backend=kafka-jvm find them.\n"
         "A bundle already in the cache is not fetched again.\n\nbundles:\n"
