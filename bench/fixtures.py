@@ -11,7 +11,8 @@ process, once per column:
 - kafka-jvm: the fresh-broker file under `--kafka-backend=kafka-jvm` (Apache Kafka 4.4.0
   from the jar cache, shared by the session); skipped, saying why, without Java or jars;
 - with `--before`: the fresh-broker file with the helper's producer made idempotent, as
-  it was before (on fewer tests: each waits about half a second).
+  it was before (on fewer tests: each waits about half a second);
+- the anchor: the same number of tests taking no fixture, what pytest itself costs.
 
 A test's fixture cost is pytest's own setup + call + teardown durations for it (the test
 body does nothing but call the fixtures); the medians are reported, with the ratios to
@@ -31,6 +32,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.harness import bench_parser, client_version, load_average, write_results
 
@@ -88,6 +90,16 @@ def test_trivial(n, {broker}, kafka_topic, kafka_produce, kafka_consume):
 """
 
 
+BARE = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range({count}))
+def test_trivial(n):
+    assert n >= 0
+"""
+
+
 @dataclass
 class Column:
     name: str
@@ -119,6 +131,7 @@ def write_suite(folder: Path, count: int) -> None:
         ("kafka_broker_session", "test_session.py"),
     ):
         (folder / name).write_text(TEST.format(count=count, broker=broker))
+    (folder / "test_bare.py").write_text(BARE.format(count=count))
 
 
 def run_suite(
@@ -190,19 +203,28 @@ def fmt_ms(value: float) -> str:
     return "n/a" if value != value else f"{value:.1f} ms"
 
 
-def report(columns: list[Column], count: int, elapsed: float, loads: tuple[str, str]) -> str:
+def report(
+    columns: list[Column],
+    count: int,
+    runs: int,
+    elapsed: float,
+    loads: tuple[str, str],
+    steps: dict[str, float],
+) -> str:
     fresh = columns[0]
     lines = [
         "# pytest fixture benchmark",
         "",
         f"`python -m bench.fixtures`, {time.strftime('%Y-%m-%d')}, {elapsed:.0f} s. "
-        f"A suite of {count} trivial tests (`kafka_topic()`, `kafka_produce` of one record, "
-        "`kafka_consume` of it), run by pytest in a child process per column. Fixture cost "
-        "per test = pytest's setup + call + teardown durations; medians. Ratios are to "
-        "the fresh-broker column.",
+        f"A suite of {count} trivial tests (`kafka_topic()`, `kafka_produce` of one "
+        "record, `kafka_consume` of it), run by pytest in a child process per column, "
+        f"{runs} run(s) of every column, interleaved. Fixture cost per test = pytest's "
+        "setup + call + teardown durations; medians over every test of every run (the "
+        "wall time: median of the runs). Ratios are to the fresh-broker column.",
         "",
-        "| column | tests | fixture cost per test, median | p90 | setup / call / teardown, "
-        "medians | pytest wall time | ratio | goal (<= 20 ms, fresh broker) |",
+        "| column | tests (all runs) | fixture cost per test, median | p90 | "
+        "setup / call / teardown, medians | pytest wall time | ratio | "
+        "goal (<= 20 ms, fresh broker) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for column in columns:
@@ -222,6 +244,14 @@ def report(columns: list[Column], count: int, elapsed: float, loads: tuple[str, 
         )
     lines += [
         "",
+        f"Where a fresh-broker test's time goes: the fixtures' calls timed step by step in "
+        f"one process without pytest, medians of {count} (ms; total "
+        f"{sum(steps.values()):.1f} ms).",
+        "",
+        "| " + " | ".join(steps) + " |",
+        "|" + "---|" * len(steps),
+        "| " + " | ".join(f"{value:.2f}" for value in steps.values()) + " |",
+        "",
         f"- Machine: {os.cpu_count()} CPUs shared with other work (load average {loads[0]} "
         f"at the start, {loads[1]} at the end), Python {platform.python_version()}, "
         f"{client_version()}.",
@@ -229,14 +259,91 @@ def report(columns: list[Column], count: int, elapsed: float, loads: tuple[str, 
         "flight per connection (a retried batch keeps its place); the before column makes it "
         "idempotent (enable.idempotence=true, 5 in flight), as the helper did before: its "
         "first record waits about 500 ms for a producer id, on minibroker and Kafka alike.",
+        "- The pytest-alone row is pytest's own cost per test (a test taking no fixture, "
+        "same plugins loaded); the Kafka rows include it.",
         "- pytest wall time includes interpreter start, plugin loading and collection; under "
         "kafka-jvm it also includes starting Apache Kafka once (the first test's setup).",
     ]
     return "\n".join(lines) + "\n"
 
 
+STEPS = (
+    "broker start",
+    "topic",
+    "producer made",
+    "produce one",
+    "consumer made",
+    "consumer metadata",
+    "fetch one",
+    "consumer close",
+    "producer close",
+    "broker stop",
+)
+
+
+def breakdown(iterations: int) -> dict[str, float]:
+    """Where a fresh-broker test's time goes, step by step, without pytest (medians, ms):
+    the same calls the fixtures make, timed in this process."""
+    import confluent_kafka
+
+    from minibroker import Broker
+    from minibroker.testing.clients import KafkaHelper
+
+    samples: dict[str, list[float]] = {step: [] for step in STEPS}
+    for index in range(iterations + 3):  # the first few load codecs and warm caches
+        marks = [time.perf_counter()]
+        broker = Broker().start_in_thread()
+        marks.append(time.perf_counter())
+        broker.create_topic("t", 1)
+        marks.append(time.perf_counter())
+        helper = KafkaHelper(broker.bootstrap_servers)
+        helper._producer_for_now()
+        marks.append(time.perf_counter())
+        helper.produce("t", ["hello"])
+        marks.append(time.perf_counter())
+        consumer = confluent_kafka.Consumer(
+            helper.configs.confluent_consumer(
+                **{"enable.auto.commit": False, "enable.partition.eof": True}
+            )
+        )
+        marks.append(time.perf_counter())
+        helper._wait_for_partitions(consumer, "t", time.monotonic() + 10)
+        marks.append(time.perf_counter())
+        consumer.assign([confluent_kafka.TopicPartition("t", 0, confluent_kafka.OFFSET_BEGINNING)])
+        while not [m for m in consumer.consume(1, 0.2) if m.error() is None]:
+            pass
+        marks.append(time.perf_counter())
+        consumer.close()
+        marks.append(time.perf_counter())
+        helper.close()
+        marks.append(time.perf_counter())
+        broker.stop_thread()
+        marks.append(time.perf_counter())
+        if index >= 3:
+            for step, begin, end in zip(STEPS, marks[:-1], marks[1:], strict=True):
+                samples[step].append((end - begin) * 1000)
+    return {step: statistics.median(values) for step, values in samples.items()}
+
+
+def merge(runs: list[Column]) -> Column:
+    """One column from several runs of it: every test's cost pooled, the median wall time."""
+    first = runs[0]
+    if first.skipped is not None:
+        return first
+    return Column(
+        first.name,
+        [ms for run in runs for ms in run.per_test_ms],
+        {p: [ms for run in runs for ms in run.phase_ms.get(p, [])] for p in first.phase_ms},
+        statistics.median(run.wall_s for run in runs),
+        sum(run.passed for run in runs),
+        sum(run.failed for run in runs),
+    )
+
+
 def main() -> None:
-    parser = bench_parser("fixtures", __doc__ or "", quick=None, runs=None)
+    parser = bench_parser(
+        "fixtures", __doc__ or "", quick=None, runs="runs of every column, interleaved (default 1)"
+    )
     parser.add_argument("--tests", type=int, default=200, help="tests per column (default 200)")
     parser.add_argument(
         "--before",
@@ -246,37 +353,36 @@ def main() -> None:
     parser.add_argument("--no-jvm", action="store_true", help="leave out the kafka-jvm column")
     options = parser.parse_args()
     count = max(1, options.tests)
+    runs = max(1, options.runs or 1)
     loads = [load_average()]
     started = time.perf_counter()
-    columns: list[Column] = []
+    jvm = "kafka-jvm (Apache Kafka 4.4.0, shared)"
+    missing = "left out (--no-jvm)" if options.no_jvm else kafka_jvm_missing()
+    plan: list[tuple[str, str, dict[str, Any]]] = [
+        ("fresh broker (kafka_broker)", "test_fresh.py", {}),
+        ("no Kafka fixtures (pytest alone)", "test_bare.py", {}),
+        ("session broker (kafka_broker_session)", "test_session.py", {}),
+    ]
+    if missing is None:
+        plan.append((jvm, "test_fresh.py", {"args": ("--kafka-backend=kafka-jvm",)}))
+    if options.before:
+        before = {"idempotent": True, "count": min(count, BEFORE_TESTS)}
+        plan.append(("fresh broker, idempotent producer (before)", "test_fresh.py", before))
+    results: dict[str, list[Column]] = {name: [] for name, _, _ in plan}
     with tempfile.TemporaryDirectory(prefix="bench-fixtures-") as tmp:
         folder = Path(tmp)
         write_suite(folder, count)
-        columns.append(run_suite(folder, "fresh broker (kafka_broker)", "test_fresh.py"))
-        columns.append(
-            run_suite(folder, "session broker (kafka_broker_session)", "test_session.py")
-        )
-        name = "kafka-jvm (Apache Kafka 4.4.0, shared)"
-        missing = "left out (--no-jvm)" if options.no_jvm else kafka_jvm_missing()
-        if missing is None:
-            columns.append(
-                run_suite(folder, name, "test_fresh.py", args=("--kafka-backend=kafka-jvm",))
-            )
-        else:
-            columns.append(Column(name, [], {}, 0.0, 0, 0, skipped=missing))
-        if options.before:
-            columns.append(
-                run_suite(
-                    folder,
-                    "fresh broker, idempotent producer (before)",
-                    "test_fresh.py",
-                    idempotent=True,
-                    count=min(count, BEFORE_TESTS),
-                )
-            )
+        for run in range(runs):
+            for name, test_file, extra in plan:
+                print(f"run {run + 1}/{runs}: {name}", flush=True)
+                results[name].append(run_suite(folder, name, test_file, **extra))
+    steps = breakdown(options.tests)
+    columns = [merge(results[name]) for name, _, _ in plan]
+    if missing is not None:
+        columns.insert(3, Column(jvm, [], {}, 0.0, 0, 0, skipped=missing))
     elapsed = time.perf_counter() - started
     loads.append(load_average())
-    text = report(columns, count, elapsed, (loads[0], loads[1]))
+    text = report(columns, count, runs, elapsed, (loads[0], loads[1]), steps)
     print(text)
     write_results(RESULTS, text, elapsed)
 
