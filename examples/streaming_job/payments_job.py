@@ -13,6 +13,7 @@ skipped when Spark runs its batch again after a restart.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -53,52 +54,30 @@ class TransactionalSink:
 
     The transactional id is derived from the query's name and the topic, so a restarted
     query uses the same one, and `init_transactions` fences any earlier instance still
-    alive. The batch id is committed inside the same transaction, as the committed offset
-    of a consumer group named like the transactional id (offset = batch id + 1, kept on
-    partition 0 of `topic`; nothing consumes with that group). A batch whose id is already
-    committed was written before a crash that kept Spark from recording it: it is skipped.
+    alive and ends its open transaction. The batch id is committed inside the same
+    transaction, as the committed offset of a consumer group named like the
+    transactional id (offset = batch id + 1, kept on partition 0 of `topic`; nothing
+    consumes with that group). A batch whose id is already committed was written before
+    a crash that kept Spark from recording it: it is skipped. Nothing is kept between
+    batches, so no client outlives the query.
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, query_name: str) -> None:
         self.topic = topic
         self.transactional_id = f"{query_name}-to-{topic}"
         self.bootstrap_servers = bootstrap_servers
-        self._producer: Any = None
-        self._group: Any = None
-        self._last_committed = -1
-
-    def _start(self) -> Any:
-        """The producer, after fencing earlier instances and reading the last batch id
-        they committed."""
-        if self._producer is None:
-            producer = Producer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "transactional.id": self.transactional_id,
-                    "partitioner": "murmur2_random",  # the Java client's, so keys land alike
-                }
-            )
-            producer.init_transactions(TIMEOUT)
-            consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "group.id": self.transactional_id,
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                }
-            )
-            try:
-                [position] = consumer.committed([TopicPartition(self.topic, 0)], TIMEOUT)
-                self._last_committed = position.offset - 1 if position.offset >= 0 else -1
-                self._group = consumer.consumer_group_metadata()
-            finally:
-                consumer.close()
-            self._producer = producer
-        return self._producer
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        producer = self._start()
-        if batch_id <= self._last_committed:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "transactional.id": self.transactional_id,
+                "partitioner": "murmur2_random",  # the Java client's, so keys land alike
+            }
+        )
+        producer.init_transactions(TIMEOUT)
+        last_committed, group = self._last_committed_batch()
+        if batch_id <= last_committed:
             return  # written and committed by a run that crashed before Spark noted it
         producer.begin_transaction()
         try:
@@ -110,21 +89,31 @@ class TransactionalSink:
                     except BufferError:
                         producer.poll(0.05)
             producer.send_offsets_to_transaction(
-                [TopicPartition(self.topic, 0, batch_id + 1)], self._group, TIMEOUT
+                [TopicPartition(self.topic, 0, batch_id + 1)], group, TIMEOUT
             )
             # Fails if any record failed: nothing of the batch becomes visible then.
             producer.commit_transaction(TIMEOUT)
         except BaseException:
-            self._abort()
+            with contextlib.suppress(KafkaException):  # fenced or fatal: nothing to undo
+                producer.abort_transaction(TIMEOUT)
             raise
-        self._last_committed = batch_id
 
-    def _abort(self) -> None:
+    def _last_committed_batch(self) -> tuple[int, Any]:
+        """The last batch id committed (-1 for none), and the group's metadata to commit
+        the next one with."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": self.transactional_id,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
         try:
-            self._producer.abort_transaction(TIMEOUT)
-        except KafkaException:
-            # Fenced or fatal: the next batch starts over with init_transactions.
-            self._producer = None
+            [position] = consumer.committed([TopicPartition(self.topic, 0)], TIMEOUT)
+            return max(position.offset, 0) - 1, consumer.consumer_group_metadata()
+        finally:
+            consumer.close()
 
 
 def start(
