@@ -2,8 +2,9 @@
 
 The sink failure is injected with `kafka_faults` (a rule of minibroker's broker: the
 first write to partition 1 of the output topic is refused with INVALID_RECORD, a
-non-retriable error), so those tests need minibroker; the crash after a commit is
-simulated in the job and runs against any Kafka.
+non-retriable error), so those tests need minibroker: they ask for `kafka_faults` first
+and, on another Kafka, skip saying so before anything is set up. The crash after a
+commit is simulated in the job and runs against any Kafka.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def fail_the_first_write_to_partition_1(kafka_faults: Any, topic: str) -> Any:
 
 
 def test_exactly_once_through_a_sink_failure_and_a_restart(
-    job: Any, kafka_faults: Any, kafka_consume: Any, kafka_assert_exactly_once: Any
+    kafka_faults: Any, job: Any, kafka_consume: Any, kafka_assert_exactly_once: Any
 ) -> None:
     failure = fail_the_first_write_to_partition_1(kafka_faults, job.output)
     with pytest.raises(AssertionError, match="streaming query failed"):
@@ -71,7 +72,7 @@ def test_exactly_once_through_a_sink_failure_and_a_restart(
 
 
 def test_spark_kafka_sink_writes_twice_through_the_same_failure(
-    job: Any, kafka_faults: Any, kafka_assert_exactly_once: Any
+    kafka_faults: Any, job: Any, kafka_assert_exactly_once: Any
 ) -> None:
     failure = fail_the_first_write_to_partition_1(kafka_faults, job.output)
     with pytest.raises(AssertionError, match="streaming query failed"):
