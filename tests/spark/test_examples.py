@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
+from minibroker.testing import jvm
 from minibroker.testing.spark.session import jvm_kafka_available
 
 pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "streaming_job"
+# Found before pytester gives the inner run a home folder of its own.
+JAR_CACHE = jvm.cache_dir()
 # Through Spark's connector, the whole suite; through the Python source, the first job's
 # test only (the trigger and sink paths the others take through it are tested in
 # tests/spark/test_triggers.py and test_streaming.py), which saves half a minute.
@@ -36,11 +39,13 @@ def test_streaming_job_example_suite_passes(
     kafka_backend: str,
     spark: Any,
     pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The example's own tests pass unchanged through Spark's connector and through the
     Python source, on the Kafka this suite runs on."""
     if kafka_format == "kafka" and not jvm_kafka_available(spark):
         pytest.skip("Spark's Kafka connector is not on the classpath (tools/jvm_jars.py)")
+    monkeypatch.setenv(jvm.CACHE_ENV, str(JAR_CACHE))  # where --kafka-backend finds Kafka
     result = pytester.runpytest_inprocess(
         "-p",
         "no:cacheprovider",
