@@ -1,0 +1,99 @@
+"""The spark fixture over Spark Connect (`--spark-remote`): a shared local server started
+by the first run, reused by the next, stopped by its command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minibroker.testing.spark import remote
+from minibroker.testing.spark.session import java_problem, pyspark_problem
+
+pytest_plugins = ["pytester"]
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_dead_servers_state_is_not_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(remote.STATE_ENV, str(tmp_path))
+    state = {"pid": dead_pid(), "port": 1, "fingerprint": "f", "log": "l"}
+    (tmp_path / "server.json").write_text(json.dumps(state))
+    assert remote.status() == "no shared Spark Connect server is running"
+    assert remote.stop_server() == "no shared Spark Connect server is running"
+    assert not (tmp_path / "server.json").exists()
+
+
+def test_the_fingerprint_follows_the_settings_and_jars() -> None:
+    base = remote.fingerprint({"spark.sql.shuffle.partitions": "2"}, ("a.jar",))
+    assert base == remote.fingerprint({"spark.sql.shuffle.partitions": "2"}, ("a.jar",))
+    assert base != remote.fingerprint({"spark.sql.shuffle.partitions": "3"}, ("a.jar",))
+    assert base != remote.fingerprint({"spark.sql.shuffle.partitions": "2"}, ())
+
+
+def test_spark_remote_takes_off_auto_or_an_address(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--spark-remote=yes", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*spark_remote must be off, auto or sc://HOST:PORT, not 'yes'"])
+
+
+STREAMING_TEST = """
+import pytest
+
+def test_streams_over_connect(spark, spark_stream, spark_kafka_source, kafka_topic,
+                              kafka_produce):
+    assert type(spark).__module__.startswith("pyspark.sql.connect")
+    topic = kafka_topic(partitions=2)
+    kafka_produce(topic, [("k", "a"), ("k", "b")])
+    df = spark_kafka_source.read_stream(spark, subscribe=topic, startingOffsets="earliest")
+    rows = spark_stream.collect(df.selectExpr("CAST(value AS STRING) AS v"))
+    assert sorted(r.v for r in rows) == ["a", "b"]
+
+def test_no_spark_context(spark):
+    with pytest.raises(Exception, match="JVM_ATTRIBUTE_NOT_SUPPORTED"):
+        spark.sparkContext
+"""
+
+
+def test_a_shared_server_serves_one_run_then_the_next_then_stops(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = pyspark_problem() or java_problem() or remote.connect_problem()
+    if problem:
+        pytest.skip(problem)
+    monkeypatch.setenv(remote.STATE_ENV, str(tmp_path / "connect"))
+    pytester.makepyfile(test_stream=STREAMING_TEST)
+    try:
+        first = pytester.runpytest_subprocess("--spark-remote=auto", "-p", "no:cacheprovider")
+        first.assert_outcomes(passed=2)
+        first.stdout.fnmatch_lines(["*started the shared Spark Connect server at sc://*"])
+        server = json.loads((tmp_path / "connect" / "server.json").read_text())
+
+        again = pytester.runpytest_subprocess(
+            "--spark-remote=auto", "-p", "no:cacheprovider", "-k", "no_spark_context"
+        )
+        again.assert_outcomes(passed=1, deselected=1)
+        assert "started the shared" not in again.stdout.str()
+        again.stdout.fnmatch_lines([f"*Spark Connect at sc://127.0.0.1:{server['port']};*"])
+    finally:
+        stopped = subprocess.run(
+            [sys.executable, "-m", "minibroker.testing.spark.remote", "stop"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            check=False,
+        )
+    assert stopped.stdout.startswith("stopped the shared Spark Connect server"), stopped
+    with pytest.raises(ProcessLookupError):
+        os.kill(server["pid"], 0)
