@@ -436,11 +436,16 @@ def run_suite(backend: str, remote: str, workers: int, out: Path) -> dict[str, A
     started = time.perf_counter()
     done = subprocess.run(command, cwd=SUITE, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
+    return summarise(out, wall, done.returncode == 0)
+
+
+def summarise(out: Path, wall: float, ok: bool) -> dict[str, Any]:
+    """What the suite's conftest recorded in `out`, for a run of `wall` seconds."""
     entries = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     calls = [e for e in entries if e["kind"] == "phase" and e["when"] == "call"]
     passed = sum(1 for e in calls if e["outcome"] == "passed")
-    if done.returncode != 0:
-        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
     first: list[float] = []
     later: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -465,7 +470,9 @@ def run_suite(backend: str, remote: str, workers: int, out: Path) -> dict[str, A
         "broker": max(fixtures.get("_kafka_remote", [0.0])),
         "first": max(first, default=0.0),
         "later": later,
-        "ok": done.returncode == 0,
+        "queries_s": sum(first) + sum(q["wall"] for q in later),
+        "calls_s": sum(e["wall"] for e in calls),
+        "ok": ok,
     }
 
 
@@ -505,6 +512,17 @@ def suite_main(*, write: bool) -> int:
                 flush=True,
             )
     remote.stop_server()
+    text = suite_table(results, missing, f"{os.getloadavg()[1]:.1f}")
+    print("\n" + text)
+    if write:
+        write_results(RESULTS, _section(SUITE_HEADING, keep=False) + "\n" + text)
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+def suite_table(
+    results: dict[tuple[str, str], dict[str, Any]], missing: dict[str, str], load: str
+) -> str:
+    """The results section: wall times side by side, where the time goes, ratios."""
     names = [name for name, _ in BACKENDS]
 
     def cell(name: str, label: str, show: Any) -> str:
@@ -525,8 +543,8 @@ def suite_main(*, write: bool) -> int:
         "`python -m bench.spark --suite`: bench/spark_suite (11 tests, 17 AvailableNow "
         "queries reading JSON from Kafka, a windowed aggregation with a watermark, results "
         "and dead letters written to Kafka), one pytest run per cell, run once; "
-        f"{platform.machine()}, {os.cpu_count()} cpus shared with other work, so single "
-        "runs are noisy; compare within a column.\n",
+        f"{platform.machine()}, {os.cpu_count()} cpus shared with other work (load average "
+        f"{load} over the last 5 minutes at the end), so single runs are noisy.\n",
         "| run | "
         + " | ".join(f"{n}: wall" for n in names)
         + " | "
@@ -538,16 +556,24 @@ def suite_main(*, write: bool) -> int:
         walls = [cell(n, label, wall) for n in names]
         medians = [cell(n, label, later) for n in names]
         lines.append(f"| {label} | " + " | ".join(walls + medians) + " |")
-    lines += ["", "Where the time goes (first backend):", "",
-              "| run | Spark (fixture setup) | first query | later queries: Spark's split (ms) |",
-              "|---|---|---|---|"]  # fmt: skip
+    lines += ["", "Where the time goes (first backend; with -n 2, Spark and the first query "
+              "are the slower worker's, the rest is summed over both):", "",
+              "| run | Spark (fixture setup) | first query | all queries | a later one-batch / "
+              "two-batch query (median) | test bodies besides queries | Spark's split of a "
+              "later query (median, ms) |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
     first_name = names[0]
     for label, *_ in SUITE_RUNS:
         if first_name in missing:
             break
         r = results[(first_name, label)]
+        by_batches = [
+            median([q["wall"] for q in r["later"] if q["batches"] == n] or [0.0]) for n in (1, 2)
+        ]
         lines.append(
-            f"| {label} | {r['spark']:.1f} s | {r['first']:.1f} s | {_later_split(r['later'])} |"
+            f"| {label} | {r['spark']:.1f} s | {r['first']:.1f} s | {r['queries_s']:.1f} s | "
+            f"{by_batches[0]:.2f} s / {by_batches[1]:.2f} s | "
+            f"{r['calls_s'] - r['queries_s']:.1f} s | {_later_split(r['later'])} |"
         )
     ratios = []
     for name in names:
@@ -568,11 +594,7 @@ def suite_main(*, write: bool) -> int:
             ratios.append(f"{label}: {names[0]} / {names[1]} wall {mine / other:.2f}")
     lines += ["", "Ratios: " + "; ".join(ratios) + "."]
     lines += [f"\n{name}: not run: {why}" for name, why in missing.items()]
-    text = "\n".join(lines) + "\n"
-    print("\n" + text)
-    if write:
-        write_results(RESULTS, _section(SUITE_HEADING, keep=False) + "\n" + text)
-    return 0 if all(r["ok"] for r in results.values()) else 1
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

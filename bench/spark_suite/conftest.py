@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 _starts: dict[str, float] = {}
+_controller = False
 
 
 def _record(entry: dict[str, Any]) -> None:
@@ -67,6 +68,10 @@ def _wrap_wait() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _controller
+    _controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(
+        config, "workerinput"
+    )
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     _wrap_start(DataStreamWriter)
@@ -91,5 +96,7 @@ def pytest_fixture_setup(fixturedef: Any, request: Any) -> Iterator[Any]:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _controller:  # xdist's controller hears every worker's reports again
+        return
     _record({"kind": "phase", "when": report.when, "wall": report.duration,
              "outcome": report.outcome, "test": report.nodeid})  # fmt: skip
