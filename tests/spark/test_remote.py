@@ -67,11 +67,14 @@ def test_no_spark_context(spark):
 
 
 def test_a_shared_server_serves_one_run_then_the_next_then_stops(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Checked before pytester takes its snapshot of sys.modules: modules first imported
+    # inside it (pandas, by the check) are unloaded after it and cannot load again.
     problem = pyspark_problem() or java_problem() or remote.connect_problem()
     if problem:
         pytest.skip(problem)
+    pytester: pytest.Pytester = request.getfixturevalue("pytester")
     monkeypatch.setenv(remote.STATE_ENV, str(tmp_path / "connect"))
     pytester.makepyfile(test_stream=STREAMING_TEST)
     try:
