@@ -63,6 +63,9 @@ def test_streams_over_connect(spark, spark_stream, spark_kafka_source, kafka_top
 def test_no_spark_context(spark):
     with pytest.raises(Exception, match="JVM_ATTRIBUTE_NOT_SUPPORTED"):
         spark.sparkContext
+
+def test_an_rdd(spark):
+    spark.sparkContext.parallelize([1]).count()
 """
 
 
@@ -79,14 +82,17 @@ def test_a_shared_server_serves_one_run_then_the_next_then_stops(
     pytester.makepyfile(test_stream=STREAMING_TEST)
     try:
         first = pytester.runpytest_subprocess("--spark-remote=auto", "-p", "no:cacheprovider")
-        first.assert_outcomes(passed=2)
+        first.assert_outcomes(passed=2, failed=1)
         first.stdout.fnmatch_lines(["*started the shared Spark Connect server at sc://*"])
+        first.stdout.fnmatch_lines(
+            ["*minibroker: Spark Connect*", "*RDDs*over Spark Connect; run with --spark-remote=off"]
+        )
         server = json.loads((tmp_path / "connect" / "server.json").read_text())
 
         again = pytester.runpytest_subprocess(
             "--spark-remote=auto", "-p", "no:cacheprovider", "-k", "no_spark_context"
         )
-        again.assert_outcomes(passed=1, deselected=1)
+        again.assert_outcomes(passed=1, deselected=2)
         assert "started the shared" not in again.stdout.str()
         again.stdout.fnmatch_lines([f"*Spark Connect at sc://127.0.0.1:{server['port']};*"])
     finally:
