@@ -48,6 +48,24 @@ def test_spark_remote_takes_off_auto_or_an_address(pytester: pytest.Pytester) ->
     result.stderr.fnmatch_lines(["*spark_remote must be off, auto or sc://HOST:PORT, not 'yes'"])
 
 
+def test_auto_falls_back_to_a_local_session_and_an_address_fails(
+    pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from minibroker.testing import plugin
+    from minibroker.testing.spark.session import Connector
+
+    said: list[str] = []
+    monkeypatch.setattr(remote, "connect_problem", lambda: "no Connect client here")
+    monkeypatch.setattr(plugin, "_say", lambda config, line: said.append(line))
+    none = Connector((), "no connector")
+    assert plugin._remote_spark(pytestconfig, "auto", {}, none) is None
+    assert said == [
+        "minibroker: spark_remote=auto: no Connect client here; using a local SparkSession"
+    ]
+    with pytest.raises(pytest.fail.Exception, match="spark_remote=sc://h:1: no Connect client"):
+        plugin._remote_spark(pytestconfig, "sc://h:1", {}, none)
+
+
 STREAMING_TEST = """
 import pytest
 
