@@ -1,6 +1,17 @@
-"""PySpark benchmarks of the "minibroker" Kafka data source.
+"""PySpark benchmarks of the "minibroker" Kafka data source, and of a downstream suite.
 
     python -m bench.spark [--quick] [--runs N]
+    python -m bench.spark --suite
+
+`--suite` runs bench/spark_suite (a streaming job as a data engineer writes one: JSON
+orders from Kafka, filtered, per-minute totals with a watermark into one topic, dead
+letters into another; 11 tests, 17 AvailableNow queries, the plugin's public fixtures
+only) as separate pytest runs: a local SparkSession serial and with `-n 2`, then the
+shared Spark Connect server (`--spark-remote=auto`) started by the run (cold), reused
+(warm) and reused with `-n 2`; each on minibroker and on `--kafka-backend=kafka-jvm`
+(Apache Kafka 4.4.0) side by side. It prints where the time goes (Spark's start, the
+first query, the later queries and Spark's split of them) and writes its section of
+bench/SPARK_RESULTS.md.
 
 The broker runs in a child process (bench/runner.py) so its event loop does not share a
 GIL with the Spark driver's Python side. Records are 100-byte values over 4 partitions,
@@ -24,9 +35,12 @@ Results go to stdout and bench/SPARK_RESULTS.md.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +53,8 @@ from bench.harness import bench_parser, server, write_results
 from harness.child_broker import cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "SPARK_RESULTS.md"
+SUITE = Path(__file__).resolve().parent / "spark_suite"
+SUITE_HEADING = "## The downstream-suite shape"
 VALUE = b"v" * 100
 PARTITIONS = 4
 
@@ -231,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = bench_parser("spark", __doc__, "fewer records, one run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="do not update the results")
+    parser.add_argument("--suite", action="store_true", help="the downstream-suite shape")
     args = parser.parse_args(argv)
+    if args.suite:
+        return suite_main(write=not args.no_write)
     big = 200_000 if args.quick else 1_000_000
     small = 100_000
     runs = 1 if args.quick else args.runs
@@ -382,8 +401,200 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)
     if not args.no_write:
-        write_results(RESULTS, text)
+        write_results(RESULTS, text + _section(SUITE_HEADING, keep=True))
     return 0
+
+
+def _section(heading: str, *, keep: bool) -> str:
+    """The results file's section under `heading` (to keep it), or its text without it."""
+    text = RESULTS.read_text() if RESULTS.exists() else ""
+    before, found, after = text.partition(heading)
+    if keep:
+        return f"\n{found}{after}" if found else ""
+    return before.rstrip() + "\n"
+
+
+# --- the downstream-suite shape ---
+
+SUITE_RUNS = (
+    # (label, --spark-remote, xdist workers, stop a shared server first)
+    ("local session, serial", "off", 0, False),
+    ("local session, -n 2", "off", 2, False),
+    ("Connect, cold (starts the server)", "auto", 0, True),
+    ("Connect, warm", "auto", 0, False),
+    ("Connect, warm, -n 2", "auto", 2, False),
+)
+BACKENDS = (("minibroker", "embedded"), ("Kafka 4.4.0", "kafka-jvm"))
+
+
+def run_suite(backend: str, remote: str, workers: int, out: Path) -> dict[str, Any]:
+    """One pytest run of the suite; its wall time and what the suite's conftest recorded."""
+    command = [sys.executable, "-m", "pytest", "-q", "-c", str(SUITE / "pytest.ini")]
+    command += ["--rootdir", str(SUITE), str(SUITE), f"--kafka-backend={backend}"]
+    command += [f"--spark-remote={remote}", *(["-n", str(workers)] if workers else [])]
+    env = {**os.environ, "BENCH_SPARK_SUITE_OUT": str(out), "SPARK_LOCAL_IP": "127.0.0.1"}
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=SUITE, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
+    return summarise(out, wall, done.returncode == 0)
+
+
+def summarise(out: Path, wall: float, ok: bool) -> dict[str, Any]:
+    """What the suite's conftest recorded in `out`, for a run of `wall` seconds."""
+    entries = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    calls = [e for e in entries if e["kind"] == "phase" and e["when"] == "call"]
+    passed = sum(1 for e in calls if e["outcome"] == "passed")
+    first: list[float] = []
+    later: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if entry["kind"] != "query":
+            continue
+        if entry["worker"] in seen:
+            later.append(entry)
+        else:
+            seen.add(entry["worker"])
+            first.append(entry["wall"])
+    fixtures: dict[str, list[float]] = {}
+    for entry in entries:
+        if entry["kind"] == "fixture":
+            fixtures.setdefault(entry["name"], []).append(entry["wall"])
+    return {
+        "wall": wall,
+        "passed": passed,
+        "tests": len(calls),
+        "queries": len(first) + len(later),
+        "spark": max(fixtures.get("spark", [0.0])),
+        "broker": max(fixtures.get("_kafka_remote", [0.0])),
+        "first": max(first, default=0.0),
+        "later": later,
+        "queries_s": sum(first) + sum(q["wall"] for q in later),
+        "calls_s": sum(e["wall"] for e in calls),
+        "ok": ok,
+    }
+
+
+def _later_split(later: list[dict[str, Any]]) -> str:
+    """Median ms of Spark's phases over the later queries, and of the rest of their wall."""
+    if not later:
+        return "-"
+    names = ("addBatch", "queryPlanning", "walCommit", "commitOffsets", "latestOffset")
+    parts = [f"{n} {median([q['split'].get(n, 0) for q in later]):.0f}" for n in names]
+    outside = [q["wall"] * 1000 - q["split"].get("triggerExecution", 0) for q in later]
+    batches = median([q["batches"] for q in later])
+    parts.append(f"outside batches {median(outside):.0f}")
+    return f"{batches:g} batches; " + ", ".join(parts)
+
+
+def suite_main(*, write: bool) -> int:
+    from minibroker.testing.real_kafka import unavailable_reason
+    from minibroker.testing.spark import remote
+
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    missing: dict[str, str] = {}
+    folder = Path(tempfile.mkdtemp(prefix="bench-spark-suite-"))
+    for name, backend in BACKENDS:
+        why = unavailable_reason("4") if backend == "kafka-jvm" else None
+        if why:
+            missing[name] = why
+            continue
+        for label, mode, workers, stop_first in SUITE_RUNS:
+            if stop_first:
+                remote.stop_server()
+            out = folder / f"{backend}-{len(results)}.jsonl"
+            result = run_suite(backend, mode, workers, out)
+            results[(name, label)] = result
+            print(
+                f"{name:12} {label:36} {result['wall']:6.1f} s  "
+                f"{result['passed']}/{result['tests']} passed, {result['queries']} queries",
+                flush=True,
+            )
+    remote.stop_server()
+    text = suite_table(results, missing, f"{os.getloadavg()[1]:.1f}")
+    print("\n" + text)
+    if write:
+        write_results(RESULTS, _section(SUITE_HEADING, keep=False) + "\n" + text)
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+def suite_table(
+    results: dict[tuple[str, str], dict[str, Any]], missing: dict[str, str], load: str
+) -> str:
+    """The results section: wall times side by side, where the time goes, ratios."""
+    names = [name for name, _ in BACKENDS]
+
+    def cell(name: str, label: str, show: Any) -> str:
+        if name in missing:
+            return "not run"
+        result = results[(name, label)]
+        return str(show(result)) + ("" if result["ok"] else " (failed)")
+
+    def wall(r: dict[str, Any]) -> str:
+        return f"{r['wall']:.1f} s"
+
+    def later(r: dict[str, Any]) -> str:
+        walls = [q["wall"] for q in r["later"]]
+        return f"{median(walls):.2f} s" if walls else "-"
+
+    lines = [
+        f"{SUITE_HEADING}\n",
+        "`python -m bench.spark --suite`: bench/spark_suite (11 tests, 17 AvailableNow "
+        "queries reading JSON from Kafka, a windowed aggregation with a watermark, results "
+        "and dead letters written to Kafka), one pytest run per cell, run once; "
+        f"{platform.machine()}, {os.cpu_count()} cpus shared with other work (load average "
+        f"{load} over the last 5 minutes at the end), so single runs are noisy.\n",
+        "| run | "
+        + " | ".join(f"{n}: wall" for n in names)
+        + " | "
+        + " | ".join(f"{n}: a later query (median)" for n in names)
+        + " |",
+        "|---|" + "---|" * (2 * len(names)),
+    ]
+    for label, *_ in SUITE_RUNS:
+        walls = [cell(n, label, wall) for n in names]
+        medians = [cell(n, label, later) for n in names]
+        lines.append(f"| {label} | " + " | ".join(walls + medians) + " |")
+    lines += ["", "Where the time goes (first backend; with -n 2, Spark and the first query "
+              "are the slower worker's, the rest is summed over both):", "",
+              "| run | Spark (fixture setup) | first query | all queries | a later one-batch / "
+              "two-batch query (median) | test bodies besides queries | Spark's split of a "
+              "later query (median, ms) |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
+    first_name = names[0]
+    for label, *_ in SUITE_RUNS:
+        if first_name in missing:
+            break
+        r = results[(first_name, label)]
+        by_batches = [
+            median([q["wall"] for q in r["later"] if q["batches"] == n] or [0.0]) for n in (1, 2)
+        ]
+        lines.append(
+            f"| {label} | {r['spark']:.1f} s | {r['first']:.1f} s | {r['queries_s']:.1f} s | "
+            f"{by_batches[0]:.2f} s / {by_batches[1]:.2f} s | "
+            f"{r['calls_s'] - r['queries_s']:.1f} s | {_later_split(r['later'])} |"
+        )
+    ratios = []
+    for name in names:
+        if name in missing:
+            continue
+        serial, parallel, _, warm, warm_parallel = (
+            results[(name, label)]["wall"] for label, *_ in SUITE_RUNS
+        )
+        ratios.append(
+            f"{name}: local -n 2 / serial {parallel / serial:.2f}, "
+            f"Connect warm / local serial {warm / serial:.2f}, "
+            f"Connect warm -n 2 / warm serial {warm_parallel / warm:.2f}"
+        )
+    if len(ratios) == len(names):
+        for label, *_ in SUITE_RUNS:
+            mine = results[(names[0], label)]["wall"]
+            other = results[(names[1], label)]["wall"]
+            ratios.append(f"{label}: {names[0]} / {names[1]} wall {mine / other:.2f}")
+    lines += ["", "Ratios: " + "; ".join(ratios) + "."]
+    lines += [f"\n{name}: not run: {why}" for name, why in missing.items()]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -121,6 +121,7 @@ def test_kafka_settings_carry_over_and_java_only_ones_are_translated_or_dropped(
             'required username="user" password="secret";',
             "kafka.default.api.timeout.ms": "5000",
             "kafka.fetch.min.bytes": "1",
+            "kafka.fetch.max.wait.ms": "10",
         },
         streaming=True,
     )
@@ -130,12 +131,17 @@ def test_kafka_settings_carry_over_and_java_only_ones_are_translated_or_dropped(
         "sasl.username": "user",
         "sasl.password": "secret",
         "fetch.min.bytes": "1",
+        "fetch.wait.max.ms": "10",
     }
 
 
 def test_sink_options() -> None:
     sink = parse_sink_options({**BASE, "topic": "out", "kafka.acks": "all"})
     assert sink.topic == "out" and sink.client == {"acks": "all"}
+    # One options dict often serves a query's source and sink: the consumer's settings
+    # are no business of the producer's.
+    shared = {**BASE, "kafka.fetch.max.wait.ms": "10", "kafka.fetch.min.bytes": "1"}
+    assert parse_sink_options(shared).client == {}
     assert parse_sink_options(BASE).topic is None
     with pytest.raises(KafkaOptionError, match="keys and values are written"):
         parse_sink_options({**BASE, "kafka.value.serializer": "x"})
