@@ -403,6 +403,8 @@ def test_transaction_version_2_lives_as_on_kafka(
         read = fetch_committed(client, topic, 0)
         assert (read.high_watermark, read.last_stable_offset) == (4, 4)
         assert [(t.producer_id, t.first_offset) for t in read.aborted_transactions] == [(pid, 2)]
+        # Kafka answers CONCURRENT_TRANSACTIONS until the abort has completed
+        until(lambda: describe(client, tid)[1] == "CompleteAbort", "the abort to complete")
         assert end_v5(client, tid, pid, epoch - 1, commit=False) == (
             ErrorCode.producer_fenced,
             -1,
