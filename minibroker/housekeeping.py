@@ -79,6 +79,8 @@ class Housekeeping:
             deadlines = (
                 self.cluster.groups.next_deadline(),
                 self.cluster.consumer_groups.next_deadline(),
+                self.cluster.share_groups.next_deadline(),
+                self.cluster.share_partitions.next_deadline(),
                 self.cluster.transactions.next_deadline(),
                 self._next_retention,
                 self._next_cleaning,
@@ -97,6 +99,14 @@ class Housekeeping:
                 self.cluster.consumer_groups.tick(clock.monotonic())
             except Exception:
                 log.exception("consumer group coordinator tick failed")
+            try:
+                self.cluster.share_groups.tick(clock.monotonic())
+            except Exception:
+                log.exception("share group coordinator tick failed")
+            try:
+                self.cluster.share_partitions.tick(clock.monotonic())
+            except Exception:
+                log.exception("share partition tick failed")
             try:
                 self.cluster.transactions.tick(clock.monotonic())
             except Exception:

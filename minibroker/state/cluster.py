@@ -17,6 +17,8 @@ from minibroker.state.credentials import Credentials
 from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.producers import ProducerIdAllocator
+from minibroker.state.share_groups import ShareGroupCoordinator
+from minibroker.state.share_partitions import SharePartitionStore
 from minibroker.state.topics import TopicRegistry
 from minibroker.state.transactions import TransactionCoordinator
 
@@ -111,6 +113,11 @@ class ClusterState:
         )
         self.topics.on_change.append(self.consumer_groups.topics_changed)
         self.consumer_groups.on_change = self._group_changed
+        # Share groups (KIP-932): members in `share_groups`, records in `share_partitions`.
+        self.share_partitions = SharePartitionStore()
+        self.share_partitions.on_change = self.announce
+        self.share_groups = ShareGroupCoordinator()
+        self.share_groups.on_change = self._group_changed
         self.transactions = TransactionCoordinator(
             self.config, self.producer_ids, self._write_markers, self.clock.wall_ms
         )
@@ -193,9 +200,12 @@ class ClusterState:
         return None if topic is None else topic.name
 
     def group_type(self, group_id: str) -> str | None:
-        """ "consumer" (Kafka 4's protocol), "classic", or None when there is no such group."""
+        """ "consumer" (Kafka 4's protocol), "share", "classic", or None when there is no
+        such group."""
         if group_id in self.consumer_groups.groups:
             return "consumer"
+        if group_id in self.share_groups.groups:
+            return "share"
         return "classic" if group_id in self.groups.groups else None
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
