@@ -5,6 +5,7 @@ Rules (Kafka's GroupConfig):
     Names        consumer.session.timeout.ms and consumer.heartbeat.interval.ms (the
                  consumer protocol's), share.session.timeout.ms,
                  share.heartbeat.interval.ms, share.record.lock.duration.ms,
+                 share.delivery.count.limit, share.partition.max.record.locks,
                  share.auto.offset.reset and share.isolation.level (share groups'). Any
                  other name is INVALID_CONFIG.
     Values       the timeouts and intervals are whole milliseconds of at least 1; a
@@ -39,6 +40,8 @@ GROUP_CONFIG_TYPES = {
     "share.session.timeout.ms": "int",
     "share.heartbeat.interval.ms": "int",
     "share.record.lock.duration.ms": "int",
+    "share.delivery.count.limit": "int",
+    "share.partition.max.record.locks": "int",
     "share.auto.offset.reset": "string",
     "share.isolation.level": "string",
 }
@@ -53,6 +56,8 @@ def broker_defaults(config: BrokerConfig) -> dict[str, str]:
         "share.session.timeout.ms": "45000",
         "share.heartbeat.interval.ms": "5000",
         "share.record.lock.duration.ms": "30000",
+        "share.delivery.count.limit": "5",
+        "share.partition.max.record.locks": "2000",
         "share.auto.offset.reset": "latest",
         "share.isolation.level": "read_uncommitted",
     }
