@@ -133,6 +133,19 @@ class BrokerConfig:
         "server-side assignors of consumer-protocol groups, the first the default "
         "(group.consumer.assignors)",
     )
+    group_share_session_timeout_ms: int = _setting(
+        45_000,
+        "session timeout of share group members, unless the group's share.session.timeout.ms "
+        "says otherwise (group.share.session.timeout.ms)",
+    )
+    group_share_heartbeat_interval_ms: int = _setting(
+        5_000,
+        "how often share group members heartbeat, unless the group's "
+        "share.heartbeat.interval.ms says otherwise (group.share.heartbeat.interval.ms)",
+    )
+    group_share_max_size: int = _setting(
+        200, "members one share group may have (group.share.max.size)"
+    )
     transaction_max_timeout_ms: int = _setting(
         900_000,
         "largest transaction.timeout.ms a transactional producer may ask for "
@@ -372,6 +385,9 @@ class BrokerConfig:
             "group.consumer.session.timeout.ms": str(self.group_consumer_session_timeout_ms),
             "group.consumer.heartbeat.interval.ms": str(self.group_consumer_heartbeat_interval_ms),
             "group.consumer.assignors": self.group_consumer_assignors,
+            "group.share.session.timeout.ms": str(self.group_share_session_timeout_ms),
+            "group.share.heartbeat.interval.ms": str(self.group_share_heartbeat_interval_ms),
+            "group.share.max.size": str(self.group_share_max_size),
             "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
             "transactional.id.expiration.ms": str(self.transactional_id_expiration_ms),
             "default.replication.factor": "1",
@@ -444,6 +460,9 @@ LEAST_VALUES: Mapping[str, float] = {
     "group_max_session_timeout_ms": 0,
     "group_consumer_session_timeout_ms": 1,
     "group_consumer_heartbeat_interval_ms": 1,
+    "group_share_session_timeout_ms": 1,
+    "group_share_heartbeat_interval_ms": 1,
+    "group_share_max_size": 1,
     "transaction_max_timeout_ms": 1,
     "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0,

@@ -116,7 +116,17 @@ class ClusterState:
         # Share groups (KIP-932): members in `share_groups`, records in `share_partitions`.
         self.share_partitions = SharePartitionStore()
         self.share_partitions.on_change = self.announce
-        self.share_groups = ShareGroupCoordinator()
+        self.share_groups = ShareGroupCoordinator(
+            self._topic_info,
+            self.group_configs,
+            max_size=lambda: self.config.group_share_max_size,
+            other_type=self._other_group_type,
+            # Looked up at each call: the store may be replaced (a data directory loaded).
+            member_gone=lambda group, member, now: self.share_partitions.member_gone(
+                group, member, now
+            ),
+        )
+        self.topics.on_change.append(self.share_groups.topics_changed)
         self.share_groups.on_change = self._group_changed
         self.transactions = TransactionCoordinator(
             self.config, self.producer_ids, self._write_markers, self.clock.wall_ms
@@ -206,6 +216,12 @@ class ClusterState:
             return "consumer"
         if group_id in self.share_groups.groups:
             return "share"
+        return "classic" if group_id in self.groups.groups else None
+
+    def _other_group_type(self, group_id: str) -> str | None:
+        """A group id held by a classic or consumer group (share groups refuse it)."""
+        if group_id in self.consumer_groups.groups:
+            return "consumer"
         return "classic" if group_id in self.groups.groups else None
 
     def _partition_exists(self, topic: str, partition: int) -> bool:

@@ -53,8 +53,8 @@ def broker_defaults(config: BrokerConfig) -> dict[str, str]:
     return {
         "consumer.session.timeout.ms": str(config.group_consumer_session_timeout_ms),
         "consumer.heartbeat.interval.ms": str(config.group_consumer_heartbeat_interval_ms),
-        "share.session.timeout.ms": "45000",
-        "share.heartbeat.interval.ms": "5000",
+        "share.session.timeout.ms": str(config.group_share_session_timeout_ms),
+        "share.heartbeat.interval.ms": str(config.group_share_heartbeat_interval_ms),
         "share.record.lock.duration.ms": "30000",
         "share.delivery.count.limit": "5",
         "share.partition.max.record.locks": "2000",

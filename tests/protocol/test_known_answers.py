@@ -320,6 +320,8 @@ needs_schemas = pytest.mark.skipif(
 # Served versions newer than Kafka 3.9, whose definitions are not in SCHEMA_DIR
 # (Kafka 4.0 added them); the live test in tests/versions/test_api_versions.py covers them.
 NEWER_THAN_3_9 = {(0, 12), (2, 10), (3, 13), (15, 6), (26, 5), (28, 5), (60, 2), (68, 1), (69, 1)}
+# Share group membership (KIP-932) at the versions Kafka 4.2+ serves.
+NEWER_THAN_3_9 |= {(76, 1), (77, 1)}
 
 _PRIMITIVES = {
     "bool",
@@ -738,6 +740,8 @@ def _load_tool(name: str) -> Any:
 # Produce v0-2 and Fetch v0-3 carry only the old message formats (magic 0 and 1), which
 # the broker does not store or convert; no client it is tested with sends them.
 MESSAGE_FORMAT_FLOORS = {0: 3, 1: 4}
+# Share group APIs: Kafka 4.2+ serves v1 up; v0 was the early-access version 3.9 defined.
+KAFKA_4_FLOORS = {76: 1, 77: 1}
 
 
 @needs_schemas
@@ -757,6 +761,7 @@ def test_legacy_layouts_are_what_kafkas_definitions_give() -> None:
     assert every <= scalars | {f"[]{s}" for s in scalars} | {"[]"}, every
     for api_key, handler in HANDLERS.items():
         floor = min(_valid_versions("request", api_key))
+        floor = KAFKA_4_FLOORS.get(api_key, floor)
         assert handler.min_version == MESSAGE_FORMAT_FLOORS.get(api_key, floor), handler.name
         below_kio = range(handler.min_version, legacy.proxy_version(api_key))
         assert [v for v in below_kio if legacy.is_legacy(api_key, v)] == list(below_kio)

@@ -945,6 +945,52 @@ def _probe_consumer_group_describe(probe: Probe, version: int) -> None:
     ]
 
 
+def _join_share_group(probe: Probe, group: str) -> Any:
+    """A member joins a fresh share group alone (ShareGroupHeartbeat v1)."""
+    return probe.exchange(
+        76,
+        1,
+        group_id=group,
+        member_id=str(uuid.uuid4()),
+        member_epoch=0,
+        rack_id=None,
+        subscribed_topic_names=[TOPIC],
+    )
+
+
+# A new share group is at epoch 0; the first member's subscription bumps it.
+SHARE_JOINED_EPOCH = 1
+
+
+def _probe_share_group_heartbeat(probe: Probe, version: int) -> None:
+    answer = _join_share_group(probe, f"share-heartbeat-v{version}")
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, SHARE_JOINED_EPOCH)
+    assert answer.heartbeat_interval.total_seconds() > 0
+    # Partitions are assignable once the group's share-partition state is initialized,
+    # which Kafka does after answering the join: no assignment, or the only partition.
+    assert answer.assignment is None or [
+        (t.topic_id, t.partitions) for t in answer.assignment.topic_partitions
+    ] in ([], [(probe.topic_id, (0,))])
+
+
+def _probe_share_group_describe(probe: Probe, version: int) -> None:
+    group = f"share-describe-v{version}"
+    joined = _join_share_group(probe, group)
+    answer = probe.exchange(77, version, group_ids=[group], include_authorized_operations=False)
+    [described] = answer.groups
+    assert (described.error_code, described.group_id, described.assignor_name) == (
+        ErrorCode.none,
+        group,
+        "simple",
+    )
+    [member] = described.members
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (
+        joined.member_id,
+        SHARE_JOINED_EPOCH,
+        (TOPIC,),
+    )
+
+
 def _probe_describe_cluster(probe: Probe, version: int) -> None:
     answer = probe.exchange(
         60,
@@ -1103,6 +1149,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     68: _probe_consumer_group_heartbeat,
     69: _probe_consumer_group_describe,
     75: _probe_describe_topic_partitions,
+    76: _probe_share_group_heartbeat,
+    77: _probe_share_group_describe,
 }
 
 
