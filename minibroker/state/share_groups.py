@@ -70,6 +70,7 @@ log = logging.getLogger("minibroker.groups")
 
 # Error codes (Kafka's Errors.java).
 NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_MEMBER_ID = 25
 INVALID_REQUEST = 42
 GROUP_ID_NOT_FOUND = 69
@@ -464,6 +465,21 @@ class ShareGroupCoordinator:
         self.deadlines.forget_owner(group_id)
         self.on_change(group_id)
         return NONE
+
+    def offsets_changeable(self, group_id: str, *, create: bool) -> tuple[int, str | None]:
+        """Whether a share group's start offsets may be altered or deleted now (Kafka's
+        AlterShareGroupOffsets creates the group if need be; DeleteShareGroupOffsets
+        needs it): (NONE, None), or the error and Kafka's message."""
+        if group_id not in self.groups:
+            if self._other_type(group_id) is not None:
+                return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+            if not create:
+                return GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            self.groups[group_id] = ShareGroup(group_id)
+            self.on_change(group_id)
+        if self.groups[group_id].members:
+            return NON_EMPTY_GROUP, "The group is not empty."
+        return NONE, None
 
     def assigned_members(self, group_id: str) -> dict[tuple[str, int], list[str]]:
         """(topic, partition) -> the members reading it now (for inspection)."""

@@ -991,6 +991,43 @@ def _probe_share_group_describe(probe: Probe, version: int) -> None:
     )
 
 
+def _probe_describe_share_group_offsets(probe: Probe, version: int) -> None:
+    group = f"share-offsets-v{version}"
+    topics = [{"topic_name": TOPIC, "partitions": [0]}]
+    answer = probe.exchange(90, version, groups=[{"group_id": group, "topics": topics}])
+    [described] = answer.groups
+    assert (described.error_code, described.group_id) == (ErrorCode.none, group)
+    [topic] = described.topics
+    [partition] = topic.partitions
+    assert (topic.topic_name, partition.partition_index) == (TOPIC, 0)
+    assert partition.start_offset == -1  # no share state yet
+
+
+def _alter_share_group_offsets(probe: Probe, group: str) -> Any:
+    partitions = [{"partition_index": 0, "start_offset": 0}]
+    return probe.exchange(
+        91, 0, group_id=group, topics=[{"topic_name": TOPIC, "partitions": partitions}]
+    )
+
+
+def _probe_alter_share_group_offsets(probe: Probe, version: int) -> None:
+    answer = _alter_share_group_offsets(probe, f"share-alter-v{version}")
+    assert answer.error_code == ErrorCode.none
+    [topic] = answer.responses
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, ErrorCode.none)]
+
+
+def _probe_delete_share_group_offsets(probe: Probe, version: int) -> None:
+    group = f"share-delete-v{version}"
+    assert _alter_share_group_offsets(probe, group).error_code == ErrorCode.none
+    answer = probe.exchange(92, version, group_id=group, topics=[{"topic_name": TOPIC}])
+    assert answer.error_code == ErrorCode.none
+    [topic] = answer.responses
+    # Deleted, or (while the altered state is still being written) nothing to delete yet.
+    assert topic.topic_name == TOPIC
+    assert topic.error_code in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)
+
+
 def _probe_describe_cluster(probe: Probe, version: int) -> None:
     answer = probe.exchange(
         60,
@@ -1151,6 +1188,9 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     75: _probe_describe_topic_partitions,
     76: _probe_share_group_heartbeat,
     77: _probe_share_group_describe,
+    90: _probe_describe_share_group_offsets,
+    91: _probe_alter_share_group_offsets,
+    92: _probe_delete_share_group_offsets,
 }
 
 
