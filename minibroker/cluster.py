@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TextIO, TypeVar
 
@@ -32,6 +33,7 @@ from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
 from minibroker.state.cluster import CLOCK_ADVANCED, ClusterState
 from minibroker.state.credentials import read_users_file
+from minibroker.state.share_groups import ShareGroupView, share_group_view
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
 
@@ -456,24 +458,43 @@ class Cluster(RunsInThread):
 
     def group_states(self) -> dict[str, str]:
         """Group id -> state name (classic: Empty, PreparingRebalance, ...; Kafka 4's
-        consumer protocol: Empty, Assigning, Reconciling, Stable)."""
+        consumer protocol: Empty, Assigning, Reconciling, Stable; share groups: Empty,
+        Stable)."""
 
         def read() -> dict[str, str]:
             states = {g.group_id: g.state.value for g in self.state.groups.groups.values()}
             states.update(
                 {g.group_id: g.state.value for g in self.state.consumer_groups.groups.values()}
             )
+            states.update({g.group_id: g.state for g in self.state.share_groups.groups.values()})
             return states
 
         return self._on_loop(read)
 
     def group_types(self) -> dict[str, str]:
-        """Group id -> "classic" or "consumer" (Kafka 4's consumer protocol)."""
+        """Group id -> "classic", "consumer" (Kafka 4's consumer protocol) or "share"."""
 
         def read() -> dict[str, str]:
             types = dict.fromkeys(self.state.groups.groups, "classic")
             types.update(dict.fromkeys(self.state.consumer_groups.groups, "consumer"))
+            types.update(dict.fromkeys(self.state.share_groups.groups, "share"))
             return types
+
+        return self._on_loop(read)
+
+    def share_group_state(self, group_id: str) -> ShareGroupView | None:
+        """Share group `group_id` now (None if there is none): its state and epochs, each
+        member's partitions, and per partition its readers, share-partition start offset,
+        records in flight, lag and records archived past the delivery count limit."""
+        state = self.state
+
+        def topic_name(topic_id: uuid.UUID) -> str | None:
+            topic = state.topics.by_id(topic_id)
+            return None if topic is None else topic.name
+
+        def read() -> ShareGroupView | None:
+            view = share_group_view(state.share_groups, state.share_partitions, topic_name)
+            return view(group_id)
 
         return self._on_loop(read)
 

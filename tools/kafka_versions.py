@@ -9,9 +9,10 @@ request-versions.json`: each request's `validVersions`, the listeners serving it
 whether its newest version is unstable): an API is in a release's table when a broker
 listener (ZooKeeper-based or KRaft) serves it with default settings, up to its newest
 stable version. Kafka 4.0
-(which removed the versions of KIP-896) comes from its Java client, kafka-clients 4.0.x,
-fetched with Maven: `BrokerApiVersions.java` asks its ApiKeys what a broker listener
-serves. The same program run on kafka-clients 3.9 gives the 3.9 table read from the data.
+(which removed the versions of KIP-896), 4.2 (share groups generally available) and 4.4
+come from their Java clients, kafka-clients 4.0.x, 4.2.x and 4.4.x, fetched with Maven:
+`BrokerApiVersions.java` asks its ApiKeys what a broker listener serves. The same program
+run on kafka-clients 3.9 gives the 3.9 table read from the data.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ TABLE = ROOT / "minibroker" / "protocol" / "kafka_releases.py"
 PROGRAM = ROOT / "tools" / "kafka_versions" / "BrokerApiVersions.java"
 # Release line -> the release whose definitions stand for it.
 FROM_DATA = {"2.8": "2.8.2", "3.0": "3.0.2", "3.5": "3.5.2", "3.9": "3.9.0"}
-FROM_CLIENT = {"4.0": "4.0.2"}
+FROM_CLIENT = {"4.0": "4.0.2", "4.2": "4.2.2", "4.4": "4.4.0"}
 BROKER_LISTENERS = {"zkBroker", "broker"}
 # APIs a 3.x broker serves only when a setting that is off by default turns them on:
 # ConsumerGroupHeartbeat and ConsumerGroupDescribe need
@@ -42,7 +43,7 @@ OFF_BY_DEFAULT = {68, 69}
 
 HEADER = '''"""The API versions each Kafka release's brokers served: release line -> api key ->
 (oldest, newest). Written by tools/kafka_versions.py from Kafka's message definitions
-(2.8-3.9) and Kafka 4.0's Java client; do not edit by hand."""
+(2.8-3.9) and the Java clients of Kafka 4.0, 4.2 and 4.4; do not edit by hand."""
 
 from __future__ import annotations
 

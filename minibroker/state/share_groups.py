@@ -535,3 +535,101 @@ def _epoch_problem(member: ShareMember, received: int) -> str | None:
             "all its partitions and rejoin."
         )
     return None
+
+
+# --- inspection (Broker.share_group_state, `minibroker groups describe`, failure reports) ---
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionView:
+    """One partition of a share group, as the broker holds it now."""
+
+    readers: tuple[str, ...]  # member ids assigned it
+    start_offset: int | None  # None: no share state yet (nobody fetched it)
+    in_flight: int | None  # records from the start offset taken in flight
+    lag: int | None  # records from the start offset not yet acknowledged or archived
+    past_delivery_limit: int | None  # records archived after share.delivery.count.limit
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberView:
+    member_id: str
+    client_id: str
+    client_host: str
+    member_epoch: int
+    subscribed: tuple[str, ...]
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupView:
+    """A share group, for tests and tools: `Broker.share_group_state(group)`."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    members: dict[str, ShareMemberView]
+    partitions: dict[tuple[str, int], SharePartitionView]
+
+
+def share_group_view(
+    coordinator: ShareGroupCoordinator, store: Any, topic_name: Callable[[uuid.UUID], str | None]
+) -> Callable[[str], ShareGroupView | None]:
+    """A reader of share groups' views: members and their partitions from the
+    coordinator, start offsets, in-flight and archived counts from the share-partition
+    store (`store`, whatever of `initialized`, `lag` and `partition` it has)."""
+
+    def named(assigned: Assignment) -> tuple[tuple[str, int], ...]:
+        return tuple(
+            sorted(
+                (topic_name(topic_id) or str(topic_id), index)
+                for topic_id, parts in assigned.items()
+                for index in parts
+            )
+        )
+
+    def view(group_id: str) -> ShareGroupView | None:
+        group = coordinator.groups.get(group_id)
+        if group is None:
+            return None
+        members = {
+            m.member_id: ShareMemberView(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_epoch=m.member_epoch,
+                subscribed=m.subscribed_names,
+                partitions=named(m.assigned),
+            )
+            for m in group.members.values()
+        }
+        readers: dict[tuple[str, int], list[str]] = {}
+        for member in members.values():
+            for key in member.partitions:
+                readers.setdefault(key, []).append(member.member_id)
+        started: dict[tuple[str, int], int] = store.initialized(group_id)
+        limit = coordinator.group_configs.int_value(group_id, "share.delivery.count.limit")
+        partition_of = getattr(store, "partition", None)
+        partitions = {}
+        for key in sorted(set(readers) | set(started)):
+            held = partition_of(group_id, *key) if callable(partition_of) else None
+            in_flight = getattr(held, "in_flight", None)
+            past = getattr(held, "archived_past_limit", None)
+            partitions[key] = SharePartitionView(
+                readers=tuple(readers.get(key, ())),
+                start_offset=started.get(key),
+                in_flight=in_flight if isinstance(in_flight, int) else None,
+                lag=store.lag(group_id, *key) if key in started else None,
+                past_delivery_limit=past(limit) if callable(past) else None,
+            )
+        return ShareGroupView(
+            group_id=group_id,
+            state=group.state,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            members=members,
+            partitions=partitions,
+        )
+
+    return view

@@ -22,6 +22,7 @@ API_VERSIONS, METADATA, OFFSET_COMMIT, PRODUCE = 18, 3, 8, 0
 DESCRIBE_TOPIC_PARTITIONS = 75
 END_TXN, TXN_OFFSET_COMMIT = 26, 28
 UNSUPPORTED_VERSION = 35
+KAFKA_PYTHON_NEWEST = (4, 0)  # the newest release kafka-python's version probe tells apart
 
 
 def advertised(broker: Broker, version: int = 3) -> dict[int, tuple[int, int]]:
@@ -64,6 +65,23 @@ def test_known_release_facts_hold() -> None:
         new = advertised(broker)
     # KIP-896: Kafka 4.0 removed Produce v0-2 and OffsetCommit v0-1
     assert new[PRODUCE][0] == 3 and new[OFFSET_COMMIT][0] == 2
+
+
+SHARE_GROUP_APIS = {76, 77, 90, 91, 92}  # membership and offsets of share groups (KIP-932)
+
+
+@pytest.mark.parametrize(
+    ("release", "served"), [("3.9", False), ("4.0", False), ("4.2", True), ("4.4", True)]
+)
+def test_share_groups_are_advertised_from_kafka_4_2(release: str, served: bool) -> None:
+    """Share groups are generally available from Kafka 4.2: an emulated 4.0 or 3.9 broker
+    advertises none of their APIs, a 4.2 or 4.4 one all that minibroker serves."""
+    with Broker(kafka_version=release) as broker:
+        listed = advertised(broker)
+    assert (set(listed) >= SHARE_GROUP_APIS) is served
+    assert bool(SHARE_GROUP_APIS & set(listed)) is served
+    if served:
+        assert listed[76] == (1, 1)
 
 
 def test_a_version_the_release_did_not_serve_closes_the_connection() -> None:
@@ -126,7 +144,8 @@ def test_kafka_pythons_version_probe_sees_the_release(release: str) -> None:
             probed: Any = admin._client.check_version()
         finally:
             admin.close()
-    assert probed == tuple(int(part) for part in release.split("."))
+    # kafka-python's probe knows releases up to 4.0: a newer one is seen as 4.0.
+    assert probed == min(tuple(int(part) for part in release.split(".")), KAFKA_PYTHON_NEWEST)
 
 
 def test_an_unknown_release_is_refused() -> None:
