@@ -25,6 +25,7 @@ from minibroker.commands.common import (
     say,
     timestamp_ms,
 )
+from minibroker.commands.share_groups import ShareGroups
 
 EARLIEST: Any = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
 LATEST: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -44,7 +45,7 @@ def register(commands: Any) -> None:
     actions = group_of_commands(
         commands,
         "groups",
-        summary="list, describe, reset the offsets of and delete consumer groups",
+        summary="list, describe, reset the offsets of and delete consumer and share groups",
         example="minibroker groups describe billing",
     )
     command(
@@ -59,7 +60,8 @@ def register(commands: Any) -> None:
         "describe",
         summary="state, type, members and their assignments (for Kafka 4's consumer "
         "protocol also the target the broker moves them to), and per partition the "
-        "committed offset, log end offset and lag",
+        "committed offset, log end offset and lag (a share group's: where its share "
+        "partitions start, their lag and the members reading each)",
         example="minibroker groups describe billing shipping",
         run=describe_groups,
     )
@@ -116,6 +118,7 @@ def list_groups(args: argparse.Namespace) -> int:
     listed = conn.result(conn.admin().list_consumer_groups(request_timeout=conn.timeout))
     for error in listed.errors:
         say(f"{args.prog}: {error}")
+    shared = {row["group"]: row for row in ShareGroups(args).listed()}
     rows = [
         {
             "group": g.group_id,
@@ -125,8 +128,11 @@ def list_groups(args: argparse.Namespace) -> int:
             # which commit offsets without joining) or not.
             "protocol_type": "" if g.is_simple_consumer_group else "consumer",
         }
-        for g in sorted(listed.valid, key=lambda g: g.group_id)
+        for g in listed.valid
+        if g.group_id not in shared
     ]
+    rows += [{**row, "protocol_type": "share"} for row in shared.values()]
+    rows.sort(key=lambda r: r["group"])
     if args.output == "json":
         print_json({"groups": rows})
     else:
@@ -220,10 +226,23 @@ def _describe(conn: Connection, group: str) -> dict[str, Any]:
 
 def describe_groups(args: argparse.Namespace) -> int:
     conn = Connection(args)
-    described = [_describe(conn, group) for group in dict.fromkeys(args.groups)]
+    shares = ShareGroups(args)
+    described = []
+    shared = []
+    for group in dict.fromkeys(args.groups):
+        share = shares.describe(group)
+        if share is not None:
+            shared.append(share)
+        else:
+            described.append(_describe(conn, group))
     if args.output == "json":
-        print_json({"groups": described})
+        print_json({"groups": described + shared})
         return 0
+    if shared:
+        _print_share_groups(shared)
+        if not described:
+            return 0
+        print()
     print_table(
         ["GROUP", "STATE", "TYPE", "ASSIGNOR", "MEMBERS", "COORDINATOR"],
         [
@@ -267,6 +286,56 @@ def describe_groups(args: argparse.Namespace) -> int:
         ],
     )
     return 0
+
+
+def _print_share_groups(described: list[dict[str, Any]]) -> None:
+    print_table(
+        ["GROUP", "STATE", "TYPE", "ASSIGNOR", "MEMBERS", "COORDINATOR", "EPOCH"],
+        [
+            (
+                g["group"],
+                g["state"],
+                "share",
+                g["assignor"],
+                len(g["members"]),
+                g["coordinator"],
+                g["group_epoch"],
+            )
+            for g in described
+        ],
+    )
+    print()
+    print_table(
+        ["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT"],
+        [
+            (
+                g["group"],
+                m["member_id"],
+                m["client_id"],
+                m["host"],
+                m["member_epoch"],
+                [f"{a['topic']}-{a['partition']}" for a in m["assignment"]] or None,
+            )
+            for g in described
+            for m in g["members"]
+        ],
+    )
+    print()
+    print_table(
+        ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG", "MEMBERS"],
+        [
+            (
+                g["group"],
+                p["topic"],
+                p["partition"],
+                p["start_offset"],
+                p["lag"],
+                len(p["members"]),
+            )
+            for g in described
+            for p in g["partitions"]
+        ],
+    )
 
 
 def _chosen_partitions(conn: Connection, specs: list[str]) -> list[tuple[str, int]]:

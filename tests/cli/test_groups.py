@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    Producer,
+    ShareConsumer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from minibroker.testing.clients import ClientConfigs
@@ -260,3 +266,54 @@ def test_internal_topics_are_listed_only_when_asked_for(
     plain = {t["name"] for t in cli("topics", "list", "--output", "json").json()["topics"]}
     assert topic in plain
     assert not plain & internal
+
+
+def test_a_share_group_is_listed_and_described_with_who_reads_each_partition(
+    cli: Cli,
+    kafka_topic: Callable[..., str],
+    kafka_config: ClientConfigs,
+    pytestconfig: pytest.Config,
+) -> None:
+    """Share groups (KIP-932), which the Python admin clients do not describe: the tools
+    list them as type "share" and describe their members, the partitions each reads and
+    the share partitions' start offsets."""
+    skip_before_kafka_4(pytestconfig)
+    topic, group = kafka_topic(partitions=1), unique("share")
+    consumers = [
+        ShareConsumer(
+            {
+                "bootstrap.servers": kafka_config.bootstrap_servers,
+                "group.id": group,
+                "client.id": f"cli-share-{i}",
+                "log_level": 0,
+            }
+        )
+        for i in range(2)
+    ]
+    try:
+        for consumer in consumers:
+            consumer.subscribe([topic])
+
+        def described() -> Any:
+            for consumer in consumers:
+                consumer.poll(0.05)
+            (found,) = cli("groups", "describe", group, "--output", "json").json()["groups"]
+            readers = [p["members"] for p in found["partitions"]]
+            return (
+                found if len(found["members"]) == 2 and [len(r) for r in readers] == [2] else None
+            )
+
+        found = wait_for(described, timeout=30)
+        assert (found["type"], found["state"], found["assignor"]) == ("share", "Stable", "simple")
+        assert {m["client_id"] for m in found["members"]} == {"cli-share-0", "cli-share-1"}
+        for member in found["members"]:
+            assert member["assignment"] == [{"topic": topic, "partition": 0}]
+        listed = cli("groups", "list", "--output", "json").json()["groups"]
+        (mine,) = [g for g in listed if g["group"] == group]
+        assert (mine["type"], mine["state"], mine["protocol_type"]) == ("share", "Stable", "share")
+        table = cli("groups", "describe", group).lines()
+        assert any(line.split()[:3] == ["GROUP", "TOPIC", "PARTITION"] for line in table)
+        assert any(line.split()[:3] == [group, topic, "0"] for line in table)
+    finally:
+        for consumer in consumers:
+            consumer.close()
