@@ -43,7 +43,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return refuse(int(ErrorCode.group_authorization_failed))
     member_id = request.member_id or ""
     if not member_id or len(member_id) > rules.MAX_MEMBER_ID_LENGTH:
-        return refuse(rules.INVALID_REQUEST, "Invalid member id in the request.")
+        return refuse(rules.INVALID_REQUEST)  # Kafka's answer carries no message
     topics = request.subscribed_topic_names
     if topics and not all(ctx.allows(Operation.DESCRIBE, ResourceType.TOPIC, t) for t in topics):
         return refuse(int(ErrorCode.topic_authorization_failed))

@@ -5,13 +5,14 @@ Rules (Kafka 4.4's GroupMetadataManager, share group paths; ShareGroupHeartbeat 
                  36 characters (a UUID). Epoch 0 joins (or rejoins with the same id) and
                  must name the subscribed topics; -1 leaves. A heartbeat repeats the
                  subscription only when it changes (null: unchanged).
-    Requests     INVALID_REQUEST, in Kafka's order and words: "Invalid member id in the
-                 request." (empty, or over 36 characters), "MemberId can't be empty.",
+    Requests     INVALID_REQUEST, in Kafka's order and words: a member id empty or over 36
+                 characters (with no message, as Kafka answers), "MemberId can't be empty.",
                  "GroupId can't be empty.", "RackId can't be empty.",
                  "SubscribedTopicNames must be set in first request." (epoch 0 with
                  none), "MemberEpoch is invalid." (below -1).
-    Groups       a join creates the group; a heartbeat (or leave) with another epoch to a
-                 group not here is GROUP_ID_NOT_FOUND "Share group G not found."; a group
+    Groups       a join creates the group; a heartbeat with another epoch to a group not
+                 here is GROUP_ID_NOT_FOUND "Share group G not found." (a leave: "Group G
+                 not found."); a group
                  id held by a classic or consumer group is GROUP_ID_NOT_FOUND "Group G is
                  not a share group." (Kafka converts nothing to or from share groups). An
                  empty share group stays (state Empty) until DeleteGroups removes it.
@@ -303,6 +304,8 @@ class ShareGroupCoordinator:
         if group is None:
             if self._other_type(group_id) is not None:
                 return _fail(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+            if member_epoch == LEAVE_EPOCH:
+                return _fail(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             if member_epoch != JOIN_EPOCH:
                 return _fail(GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
             group = self.groups[group_id] = ShareGroup(group_id)
