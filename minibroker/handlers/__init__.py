@@ -44,6 +44,8 @@ from minibroker.handlers import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
     sync_group,
     txn_offset_commit,
 )
@@ -97,6 +99,8 @@ __all__ = [
     "produce",
     "sasl_authenticate",
     "sasl_handshake",
+    "share_acknowledge",
+    "share_fetch",
     "sync_group",
     "txn_offset_commit",
 ]
