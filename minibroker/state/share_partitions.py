@@ -520,8 +520,9 @@ class SharePartitionStore:
         self.node_sessions: dict[int, ShareSessions] = {}
         # group.share.max.share.sessions when the broker configs do not set it.
         self.max_sessions = DEFAULT_MAX_SESSIONS
-        # Called after a change worth keeping (a data directory's checkpoint).
-        self.on_persist: Callable[[], None] = lambda: None
+        # Called with a share partition's key and its state (None: gone) after a change
+        # worth keeping (a data directory's journal, storage/share_state.py).
+        self.on_persist: Callable[[Key, SharePartition | None], None] = lambda key, state: None
 
     # --- fetch and acknowledge ---
 
@@ -539,7 +540,7 @@ class SharePartitionStore:
         for topic, index in partitions:
             partition = self.partitions.get((group_id, topic, index))
             if partition is not None and partition.release_member(member_id, limit):
-                self._changed(topic, index)
+                self._changed((group_id, topic, index))
 
     def partition(self, group_id: str, topic: str, index: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, index))
@@ -584,7 +585,7 @@ class SharePartitionStore:
         partition = self._started(group_id, topic, index, log, settings)
         acquired = partition.acquire(member_id, now, log, settings, max_records, strict=strict)
         if acquired:
-            self.on_persist()
+            self._persist((group_id, topic, index))
         return acquired
 
     def acknowledge(
@@ -606,7 +607,7 @@ class SharePartitionStore:
         before = partition.start_offset
         code = partition.acknowledge(member_id, list(batches), now, settings, log.log_start_offset)
         if code == ErrorCode.none:
-            self.on_persist()
+            self._persist((group_id, topic, index))
             if partition.runs and any(r.state == RecordState.AVAILABLE for r in partition.runs):
                 self.on_change(log)  # released records: waiting fetches can take them
             elif partition.start_offset != before:
@@ -640,15 +641,15 @@ class SharePartitionStore:
                 continue
             limit = self.settings_of(group).delivery_limit
             if partition.release_member(member_id, limit):
-                self._changed(topic, index)
+                self._changed((group, topic, index))
 
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups removed the group: its share-partition state goes with it."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            self._persist(key)
         for sessions in self.node_sessions.values():
             sessions.group_deleted(group_id)
-        self.on_persist()
 
     def initialized(self, group_id: str) -> dict[tuple[str, int], int]:
         """(topic, partition) -> share-partition start offset, for every partition of the
@@ -677,14 +678,14 @@ class SharePartitionStore:
         if log is not None:
             offset = min(max(offset, log.log_start_offset), log.high_watermark)
         self.partitions[(group_id, topic, partition)] = SharePartition(offset)
-        self.on_persist()
+        self._persist((group_id, topic, partition))
 
     def delete_partitions(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         """DeleteShareGroupOffsets: the state of these partitions is dropped; the next
         fetch starts them by share.auto.offset.reset again."""
         for topic, index in partitions:
-            self.partitions.pop((group_id, topic, index), None)
-        self.on_persist()
+            if self.partitions.pop((group_id, topic, index), None) is not None:
+                self._persist((group_id, topic, index))
 
     def topic_names(self) -> set[str]:
         """The topics some share partition state is kept for."""
@@ -694,7 +695,7 @@ class SharePartitionStore:
         """A deleted topic's share partitions go with it."""
         for key in [k for k in self.partitions if k[1] == topic]:
             del self.partitions[key]
-        self.on_persist()
+            self._persist(key)
 
     def next_deadline(self) -> float | None:
         """When the earliest acquisition lock expires (monotonic seconds), or None."""
@@ -709,13 +710,17 @@ class SharePartitionStore:
             if deadline is None or deadline > now:
                 continue
             if partition.expire(now, self.settings_of(group).delivery_limit):
-                self._changed(topic, index)
+                self._changed((group, topic, index))
 
-    def _changed(self, topic: str, index: int) -> None:
-        self.on_persist()
-        log = self.log_of(topic, index)
+    def _changed(self, key: Key) -> None:
+        """Records were released: kept, and the fetches waiting on the log woken."""
+        self._persist(key)
+        log = self.log_of(key[1], key[2])
         if log is not None:
             self.on_change(log)
+
+    def _persist(self, key: Key) -> None:
+        self.on_persist(key, self.partitions.get(key))
 
     # --- persistence ---
 
