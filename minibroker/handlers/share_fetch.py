@@ -16,7 +16,10 @@ id the group does not have gets its session and error NONE, but no records (noth
 acquired for it), and its acknowledgements find nothing it holds (INVALID_RECORD_STATE).
 v2: a renew-only request (is_renew_ack) acknowledges without fetching; share_acquire_mode
 1 (record limit) keeps max_records strictly.
-Not done: max_bytes and min_bytes beyond answering as soon as something was acquired.
+New records are taken whole batches at a time up to max_bytes (at most the broker's
+fetch_max_bytes; the first batch always, as Fetch does); records acquired again after a
+release are not counted against it.
+Not done: min_bytes beyond answering as soon as something was acquired.
 """
 
 from __future__ import annotations
@@ -146,6 +149,9 @@ def _acquire(
     member = cluster.share_groups.is_member(group_id, member_id)
     budget = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     strict = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT_MODE
+    byte_budget = cluster.config.fetch_max_bytes
+    if request.max_bytes > 0:
+        byte_budget = min(byte_budget, request.max_bytes)
     found = False
     now = cluster.clock.monotonic()
     for topic_id, index in list(session.partitions):
@@ -156,10 +162,17 @@ def _acquire(
             found = True
             continue
         assert topic is not None
-        if not member or budget <= 0:
+        if not member or budget <= 0 or byte_budget <= 0:
             continue
         acquired = cluster.share_partitions.acquire(
-            group_id, topic.name, index, member_id, now, budget, strict=strict
+            group_id,
+            topic.name,
+            index,
+            member_id,
+            now,
+            budget,
+            strict=strict,
+            max_bytes=byte_budget,
         )
         if not acquired:
             continue
@@ -167,6 +180,7 @@ def _acquire(
         budget -= sum(item.last - item.first + 1 for item in acquired)
         entry = answer.entry(topic_id, index, topic)
         entry["records"] = _records(topic.partitions[index].log, acquired)
+        byte_budget -= len(entry["records"])
         entry["acquired_records"] = tuple(
             ctx.make(
                 "AcquiredRecords",

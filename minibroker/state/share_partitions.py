@@ -42,6 +42,7 @@ The rules (Kafka 4.4's SharePartition):
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
@@ -127,6 +128,7 @@ class Acquired:
 class LogBatch:
     base: int
     last: int
+    size: int
     producer_id: int
     transactional: bool
     control: bool
@@ -163,6 +165,7 @@ def log_batches(log: PartitionLog, offset: int, end: int) -> Iterator[LogBatch]:
             yield LogBatch(
                 header.base_offset,
                 last,
+                header.total_size,
                 header.producer_id,
                 header.is_transactional,
                 header.is_control,
@@ -234,6 +237,18 @@ class SharePartition:
             self._normalize()
         return changed
 
+    def follow_log_end(self, log_end: int) -> None:
+        """Records past the log end are gone (a machine crash lost what the data
+        directory had not synced): they leave flight, and the start offset stays at most
+        at the log end."""
+        if self.end_offset <= log_end:
+            return
+        self._split_at(log_end)
+        self.runs = [r for r in self.runs if r.first < log_end]
+        self.end_offset = max(log_end, 0)
+        self.start_offset = min(self.start_offset, self.end_offset)
+        self._normalize()
+
     def follow_log_start(self, log_start: int) -> bool:
         """Records before the log start were deleted: drop them from flight."""
         if log_start <= self.start_offset:
@@ -257,9 +272,13 @@ class SharePartition:
         max_records: int,
         *,
         strict: bool = False,
+        max_bytes: int = 2**31 - 1,
     ) -> list[Acquired]:
-        """Acquire records for `member` (see the rules); the ranges acquired."""
+        """Acquire records for `member` (see the rules); the ranges acquired. New
+        records stop before the batch that would pass `max_bytes` (the first is always
+        taken whole, as Fetch returns it)."""
         self.follow_log_start(log.log_start_offset)
+        self.follow_log_end(log.high_watermark)
         self.expire(now, settings.delivery_limit)
         deadline = now + settings.lock_seconds
         taken: list[Run] = []
@@ -282,7 +301,9 @@ class SharePartition:
             index += 1
         room = min(max_records - count, settings.max_locks - self.in_flight)
         if room > 0:
-            taken.extend(self._acquire_new(member, deadline, log, settings, room, strict))
+            taken.extend(
+                self._acquire_new(member, deadline, log, settings, room, strict, max_bytes)
+            )
         ranges = [Acquired(r.first, r.last, r.delivery_count) for r in taken]
         self._normalize()
         return _merged(ranges)
@@ -295,6 +316,7 @@ class SharePartition:
         settings: ShareSettings,
         room: int,
         strict: bool,
+        max_bytes: int,
     ) -> list[Run]:
         end = log.last_stable_offset if settings.read_committed else log.high_watermark
         if self.end_offset >= end:
@@ -306,7 +328,11 @@ class SharePartition:
         )
         taken: list[Run] = []
         count = 0
+        size = 0
         for batch in log_batches(log, self.end_offset, end):
+            size += batch.size
+            if taken and size > max_bytes:
+                break
             first = self.end_offset  # gaps before the batch go with it
             last = batch.last
             if strict and last - first + 1 > room - count:
@@ -341,10 +367,13 @@ class SharePartition:
                 continue  # deleted from the log while in flight
             if len(types) == 1:
                 pieces.append((first, last, types[0]))
-            else:
-                skipped = first - (last - len(types) + 1)
-                for offset, kind in enumerate(types[skipped:], start=first):
-                    pieces.append((offset, offset, kind))
+                continue
+            # One type per offset: consecutive offsets of one type as one piece.
+            offset = first
+            for kind, same in itertools.groupby(types[first - (last - len(types) + 1) :]):
+                count = sum(1 for _ in same)
+                pieces.append((offset, offset + count - 1, kind))
+                offset += count
         for first, last, _ in pieces:
             if not self._held_by(member, first, last):
                 return ErrorCode.invalid_record_state
@@ -575,6 +604,7 @@ class SharePartitionStore:
         max_records: int,
         *,
         strict: bool = False,
+        max_bytes: int = 2**31 - 1,
     ) -> list[Acquired]:
         """ShareFetch: acquire records of the partition for the member (the partition is
         started by share.auto.offset.reset on its first fetch)."""
@@ -583,7 +613,9 @@ class SharePartitionStore:
             return []
         settings = self.settings_of(group_id)
         partition = self._started(group_id, topic, index, log, settings)
-        acquired = partition.acquire(member_id, now, log, settings, max_records, strict=strict)
+        acquired = partition.acquire(
+            member_id, now, log, settings, max_records, strict=strict, max_bytes=max_bytes
+        )
         if acquired:
             self._persist((group_id, topic, index))
         return acquired
@@ -613,21 +645,6 @@ class SharePartitionStore:
             elif partition.start_offset != before:
                 self.on_change(log)
         return code
-
-    def has_available(self, group_id: str, topic: str, index: int) -> bool:
-        """Whether a fetch of the partition would find records to acquire now (a waiting
-        fetch's cheap test)."""
-        log = self.log_of(topic, index)
-        if log is None:
-            return False
-        partition = self.partitions.get((group_id, topic, index))
-        if partition is None:
-            return False
-        settings = self.settings_of(group_id)
-        if any(r.state == RecordState.AVAILABLE for r in partition.runs):
-            return True
-        end = log.last_stable_offset if settings.read_committed else log.high_watermark
-        return partition.end_offset < end and partition.in_flight < settings.max_locks
 
     # --- the coordinator's and offset APIs' calls ---
 

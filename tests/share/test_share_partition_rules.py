@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from hypothesis import given, settings
@@ -24,6 +25,7 @@ from minibroker.state.share_partitions import (
     ShareSettings,
     duration_seconds,
 )
+from minibroker.state.share_sessions import MAX_EPOCH, ShareSessions
 
 SETTINGS = ShareSettings(delivery_limit=3, max_locks=100, lock_seconds=30.0)
 
@@ -64,6 +66,48 @@ def test_acquires_whole_batches_past_max_records_and_counts_a_delivery() -> None
     assert partition.acquire("m", 0.0, log, SETTINGS, 4) == [Acquired(0, 5, 1)]
     assert partition.acquire("m", 0.0, log, SETTINGS, 4) == [Acquired(6, 8, 1)]
     assert partition.acquire("m", 0.0, log, SETTINGS, 4) == []
+
+
+def test_max_bytes_stops_before_a_batch_but_takes_the_first_whole() -> None:
+    log = log_of(3, 3, 3)
+    one_batch = len(log.read(0, 1 << 20)) // 3
+    partition = SharePartition(0)
+    assert partition.acquire("m", 0.0, log, SETTINGS, 100, max_bytes=1) == [Acquired(0, 2, 1)]
+    got = partition.acquire("m", 0.0, log, SETTINGS, 100, max_bytes=2 * one_batch)
+    assert got == [Acquired(3, 8, 1)]
+
+
+def test_records_past_a_shorter_log_end_leave_flight() -> None:
+    partition = SharePartition(0)
+    partition.acquire("m", 0.0, log_of(2, 2), SETTINGS, 10)
+    shorter = log_of(2)  # what a machine crash left of the log
+    assert partition.acquire("m", 100.0, shorter, SETTINGS, 10) == [Acquired(0, 1, 2)]
+    assert partition.end_offset == 2
+
+
+def test_share_session_rules() -> None:
+    sessions = ShareSessions(max_sessions=1)
+    topic = uuid.UUID(int=1)
+    fetch = sessions.fetch
+    assert fetch("g", "m", 1, [], [], has_acks=False).error == ErrorCode.share_session_not_found
+    assert fetch("g", "m", 0, [], [], has_acks=True).error == ErrorCode.invalid_request
+    opened = fetch("g", "m", 0, [(topic, 0)], [], has_acks=False)
+    assert (opened.error, opened.full) == (ErrorCode.none, True)
+    assert fetch("g", "x", 0, [], [], has_acks=False).error == (
+        ErrorCode.share_session_limit_reached
+    )
+    assert fetch("g", "m", 2, [], [], has_acks=False).error == (
+        ErrorCode.invalid_share_session_epoch
+    )
+    later = fetch("g", "m", 1, [(topic, 1)], [(topic, 0)], has_acks=False)
+    assert later.session is not None and list(later.session.partitions) == [(topic, 1)]
+    assert sessions.acknowledge("g", "m", 0).error == ErrorCode.invalid_share_session_epoch
+    assert sessions.acknowledge("g", "m", 2).error == ErrorCode.none
+    assert sessions.acknowledge("g", "m", -1).error == ErrorCode.none  # closed by the caller
+    later.session.epoch = MAX_EPOCH
+    assert fetch("g", "m", MAX_EPOCH, [], [], has_acks=False).session.epoch == 1  # type: ignore[union-attr]
+    sessions.member_gone("g", "m")
+    assert sessions.get("g", "m") is None
 
 
 def test_strict_record_limit_splits_a_batch() -> None:
