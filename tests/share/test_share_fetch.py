@@ -288,3 +288,28 @@ def test_group_authorization_without_sockets() -> None:
         79, VERSION, group_id=GROUP, member_id="alice", share_session_epoch=1, topics=()
     )
     assert broker.request(79, VERSION, ack).error_code == ErrorCode.group_authorization_failed
+
+
+def test_fault_rules_answer_share_partitions_with_their_error(
+    broker: Broker, client: RawClient
+) -> None:
+    produce(client, b"a")
+    alice = member(broker, client, "alice")
+    rule = broker.faults.add("ShareFetch", topic=TOPIC, error=ErrorCode.kafka_storage_error)
+    [partition] = partitions_of(alice.fetch())
+    assert (partition.error_code, partition.acquired_records) == (
+        ErrorCode.kafka_storage_error,
+        (),
+    )
+    rule.remove()
+    assert acquired_offsets(alice.fetch()) == {0: 1}
+
+
+def test_a_deleted_topic_takes_its_share_partitions(broker: Broker, client: RawClient) -> None:
+    produce(client, b"a")
+    alice = member(broker, client, "alice")
+    assert acquired_offsets(alice.fetch()) == {0: 1}
+    broker.delete_topic(TOPIC)
+    assert broker._on_loop(lambda: broker.state.share_partitions.initialized(GROUP)) == {}
+    [partition] = partitions_of(alice.fetch())
+    assert partition.error_code == ErrorCode.unknown_topic_id
