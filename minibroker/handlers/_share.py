@@ -10,7 +10,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from minibroker.handlers.registry import RequestContext
+from minibroker.handlers.registry import OPEN_SESSION, RequestContext
+from minibroker.state.cluster import ClusterState
 from minibroker.state.share_partitions import ACK_RENEW
 from minibroker.state.share_sessions import ShareSession
 from minibroker.state.topics import Topic
@@ -110,13 +111,35 @@ def acknowledge(
 
 def close_session(ctx: RequestContext, session: ShareSession) -> None:
     """Epoch -1: the session closes and its member's acquired records are released."""
+    ctx.cluster.share_partitions.sessions(ctx.node_id).close(session.group_id, session.member_id)
+    _release(ctx.cluster, session)
+
+
+def _release(cluster: ClusterState, session: ShareSession) -> None:
     names = []
     for topic_id, index in session.partitions:
-        topic = ctx.cluster.topics.by_id(topic_id)
+        topic = cluster.topics.by_id(topic_id)
         if topic is not None:
             names.append((topic.name, index))
-    ctx.cluster.share_partitions.sessions(ctx.node_id).close(session.group_id, session.member_id)
-    ctx.cluster.share_partitions.release(session.group_id, session.member_id, names)
+    cluster.share_partitions.release(session.group_id, session.member_id, names)
+
+
+def end_with_connection(ctx: RequestContext) -> None:
+    """Have the connection's close end the share sessions it opened on this node (and
+    release their members' records), once per connection."""
+    connection = ctx.session
+    if connection is OPEN_SESSION:
+        return  # no connection: sans-IO callers
+    if any(getattr(c, "ends_share_sessions", False) for c in connection.on_close):
+        return
+    cluster, node_id = ctx.cluster, ctx.node_id
+
+    def closed() -> None:
+        for session in cluster.share_partitions.sessions(node_id).connection_closed(connection):
+            _release(cluster, session)
+
+    closed.ends_share_sessions = True  # type: ignore[attr-defined]
+    connection.on_close.append(closed)
 
 
 def max_sessions(ctx: RequestContext) -> int:

@@ -218,9 +218,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     ]
     sessions = ctx.cluster.share_partitions.sessions(ctx.node_id)
     sessions.max_sessions = _share.max_sessions(ctx)
-    step = sessions.fetch(group_id, member_id, epoch, wanted, forgotten, has_acks=has_acks)
+    step = sessions.fetch(
+        group_id, member_id, epoch, wanted, forgotten, has_acks=has_acks, connection=ctx.session
+    )
     if step.error != ErrorCode.none or step.session is None:
         return _error(ctx, step.error)
+    if step.full:
+        _share.end_with_connection(ctx)
     session = step.session
     answer = _Answer()
     for fetch_topic in request.topics:

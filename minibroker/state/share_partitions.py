@@ -650,9 +650,13 @@ class SharePartitionStore:
 
     def member_gone(self, group_id: str, member_id: str, now: float) -> None:
         """A member left or was fenced: the records it holds acquired become available
-        again at once (their delivery counts kept), and its share sessions close."""
-        for sessions in self.node_sessions.values():
-            sessions.member_gone(group_id, member_id)
+        again at once (their delivery counts kept). While the member still has a share
+        session open, its records stay with it instead, as on Kafka 4.4 (a leaving
+        consumer may acknowledge them before closing the session): they are released
+        when the session closes (epoch -1, or its connection closes) or their locks
+        expire."""
+        if any(s.get(group_id, member_id) for s in self.node_sessions.values()):
+            return
         for (group, topic, index), partition in self.partitions.items():
             if group != group_id:
                 continue

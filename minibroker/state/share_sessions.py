@@ -13,7 +13,11 @@ Rules (Kafka 4.4's ShareSessionCache and SharePartitionManager):
   the session; otherwise the epoch rules above, without changing partitions.
 - At most group.share.max.share.sessions sessions (Kafka's default 2000); one more is
   SHARE_SESSION_LIMIT_REACHED.
-- A member that leaves its group loses its session.
+- A session belongs to the connection that opened it (Kafka 4.4's ShareSessionCache):
+  when that connection closes, the session ends and its member's acquired records are
+  released at once. Leaving the group does not end it: a consumer that leaves and then
+  acknowledges its last records over the session (librdkafka's order at close) has them
+  applied.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class ShareSession:
     epoch: int = 1  # the epoch the next request must carry
     # Partitions in the order they were added (dict keys keep it).
     partitions: dict[Partition, None] = field(default_factory=dict)
+    # The connection that opened it (its authentication Session object), if any.
+    connection: object | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,7 @@ class ShareSessions:
         forgotten: Iterable[Partition],
         *,
         has_acks: bool,
+        connection: object | None = None,
     ) -> SessionAnswer:
         """A ShareFetch's session step (see the rules); for epoch -1 the session is still
         there, to be closed by `close` after the acknowledgements."""
@@ -81,7 +88,9 @@ class ShareSessions:
             replaced = self.sessions.pop(key, None)
             if replaced is None and len(self.sessions) >= self.max_sessions:
                 return SessionAnswer(ErrorCode.share_session_limit_reached)
-            opened = ShareSession(group_id, member_id, partitions=dict.fromkeys(wanted))
+            opened = ShareSession(
+                group_id, member_id, partitions=dict.fromkeys(wanted), connection=connection
+            )
             self.sessions[key] = opened
             return SessionAnswer(ErrorCode.none, opened, full=True)
         session = self.sessions.get(key)
@@ -115,9 +124,12 @@ class ShareSessions:
     def close(self, group_id: str, member_id: str) -> None:
         self.sessions.pop((group_id, member_id), None)
 
-    def member_gone(self, group_id: str, member_id: str) -> None:
-        """The member left its group: its session goes."""
-        self.close(group_id, member_id)
+    def connection_closed(self, connection: object) -> list[ShareSession]:
+        """The sessions `connection` opened end; they are returned."""
+        ended = [s for s in self.sessions.values() if s.connection is connection]
+        for session in ended:
+            del self.sessions[(session.group_id, session.member_id)]
+        return ended
 
     def group_deleted(self, group_id: str) -> None:
         for key in [k for k in self.sessions if k[0] == group_id]:

@@ -106,8 +106,25 @@ def test_share_session_rules() -> None:
     assert sessions.acknowledge("g", "m", -1).error == ErrorCode.none  # closed by the caller
     later.session.epoch = MAX_EPOCH
     assert fetch("g", "m", MAX_EPOCH, [], [], has_acks=False).session.epoch == 1  # type: ignore[union-attr]
-    sessions.member_gone("g", "m")
+    connection = object()
+    fetch("g", "m", 0, [], [], has_acks=False, connection=connection)
+    assert [x.member_id for x in sessions.connection_closed(connection)] == ["m"]
     assert sessions.get("g", "m") is None
+
+
+def test_member_gone_releases_at_once_unless_a_session_holds_them() -> None:
+    store = SharePartitionStore()
+    log = log_of(1)
+    store.log_of = lambda topic, index: log
+    store.settings_of = lambda group: ShareSettings(auto_offset_reset="earliest")
+    store.acquire("g", "t", 0, "m", 0.0, 10)
+    store.sessions(0).fetch("g", "m", 0, [], [], has_acks=False)
+    store.member_gone("g", "m", 1.0)
+    partition = store.partition("g", "t", 0)
+    assert partition is not None and partition.state_of(0) == (RecordState.ACQUIRED, 1)
+    store.sessions(0).close("g", "m")
+    store.member_gone("g", "m", 1.0)
+    assert partition.state_of(0) == (RecordState.AVAILABLE, 1)
 
 
 def test_strict_record_limit_splits_a_batch() -> None:
