@@ -17,6 +17,7 @@ from minibroker.state.share_sessions import ShareSession
 from minibroker.state.topics import Topic
 
 FIRST_RENEW_VERSION = 2
+MAX_MEMBER_ID_LENGTH = 36
 NO_LEADER = (-1, -1)
 
 
@@ -66,21 +67,34 @@ def endpoints(ctx: RequestContext, leader_ids: set[int]) -> tuple[Any, ...]:
     return tuple(found)
 
 
-def malformed(ctx: RequestContext, batches: Sequence[Any]) -> bool:
-    """Whether a partition's acknowledgement batches break Kafka's rules for their form:
-    first after last, overlapping or out of order, no types, a type per offset that does
-    not match the count, or an unknown type (renew from v2 on)."""
+def invalid_ids(group_id: str | None, member_id: str | None) -> str | None:
+    """Kafka's message for a group or member id it refuses (INVALID_REQUEST), or None:
+    the group id must be set, the member id set and at most 36 characters."""
+    if not group_id:
+        return "Invalid group id in the request."
+    if not member_id or len(member_id) > MAX_MEMBER_ID_LENGTH:
+        return "Invalid member id in the request."
+    return None
+
+
+def malformed(ctx: RequestContext, batches: Sequence[Any], renew_ack: bool) -> bool:
+    """Whether a partition's acknowledgement batches break Kafka 4.4's rules for their
+    form (KafkaApis.validateAcknowledgementBatches): first after last, starting before
+    the previous batch's last offset, no types, a type per offset that does not match the
+    count, an unknown type (renew, 4, only at v2 and in a request marked is_renew_ack)."""
     highest = ACK_RENEW if ctx.version >= FIRST_RENEW_VERSION else ACK_RENEW - 1
     previous_last = -1
     for batch in batches:
         types = batch.acknowledge_types
-        if batch.first_offset > batch.last_offset or batch.first_offset <= previous_last:
+        if batch.first_offset > batch.last_offset or batch.first_offset < previous_last:
             return True
-        if batch.first_offset < 0 or not types:
+        if not types:
             return True
         if len(types) > 1 and batch.last_offset - batch.first_offset != len(types) - 1:
             return True
         if any(not 0 <= kind <= highest for kind in types):
+            return True
+        if not renew_ack and ACK_RENEW in types:
             return True
         previous_last = batch.last_offset
     return False
@@ -93,9 +107,10 @@ def acknowledge(
     topic: Topic,
     index: int,
     batches: Sequence[Any],
+    renew_ack: bool,
 ) -> ErrorCode:
     """Apply one partition's acknowledgements (already located)."""
-    if malformed(ctx, batches):
+    if malformed(ctx, batches, renew_ack):
         return ErrorCode.invalid_request
     if not batches:
         return ErrorCode.none

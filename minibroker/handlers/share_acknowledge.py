@@ -7,8 +7,9 @@ member still holds. Each partition answers with its own error: INVALID_REQUEST f
 malformed batches, INVALID_RECORD_STATE for records the member does not hold acquired
 (nothing of that partition applied), TOPIC_AUTHORIZATION_FAILED without READ on the
 topic, UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER with current_leader and node_endpoints.
-READ on the group is checked first (GROUP_AUTHORIZATION_FAILED). v2: type 4 renews the
-acquisition lock.
+A group id and READ on it are checked first (INVALID_REQUEST, GROUP_AUTHORIZATION_FAILED),
+then a member id of 1 to 36 characters (INVALID_REQUEST). v2: type 4 renews the
+acquisition lock, in a request marked is_renew_ack.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.share_sessions import FINAL_EPOCH
 
 
-def _error(ctx: RequestContext, code: ErrorCode) -> Any:
+def _error(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
     return ctx.response(
         throttle_time=NO_THROTTLE,
         error_code=code,
+        error_message=message,
         acquisition_lock_timeout=NO_THROTTLE,
         responses=(),
         node_endpoints=(),
@@ -36,12 +38,15 @@ def _error(ctx: RequestContext, code: ErrorCode) -> Any:
 
 @api(79, "ShareAcknowledge", 1, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    group_id = request.group_id or ""
+    group_id, member_id = request.group_id, request.member_id
+    if not group_id:
+        return _error(ctx, ErrorCode.invalid_request, _share.invalid_ids(group_id, member_id))
     if not ctx.allows(Operation.READ, ResourceType.GROUP, group_id):
         return _error(ctx, ErrorCode.group_authorization_failed)
-    member_id = request.member_id
-    if not member_id:
-        return _error(ctx, ErrorCode.invalid_request)
+    refused = _share.invalid_ids(group_id, member_id)
+    if refused is not None:
+        return _error(ctx, ErrorCode.invalid_request, refused)
+    renew_ack = bool(getattr(request, "is_renew_ack", False))
     sessions = ctx.cluster.share_partitions.sessions(ctx.node_id)
     step = sessions.acknowledge(group_id, member_id, request.share_session_epoch)
     if step.error != ErrorCode.none or step.session is None:
@@ -55,7 +60,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topic, code = _share.locate(ctx, ack_topic.topic_id, index)
             if code == ErrorCode.none and topic is not None:
                 code = _share.acknowledge(
-                    ctx, group_id, member_id, topic, index, wanted.acknowledgement_batches
+                    ctx,
+                    group_id,
+                    member_id,
+                    topic,
+                    index,
+                    wanted.acknowledgement_batches,
+                    renew_ack,
                 )
             leader, epoch = _share.leader_of(topic, index)
             if code == ErrorCode.not_leader_or_follower and leader >= 0:

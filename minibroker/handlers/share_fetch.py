@@ -8,14 +8,16 @@ offsets, with acquired_records ranges and their delivery counts; the consumer dr
 records outside them. Only partitions with records, an error or an acknowledgement result
 are listed, as Kafka 4.4 lists them. When nothing can be acquired the request waits
 (long poll) up to max_wait, woken by appends to its partitions and by records released
-(acknowledgements, expired locks, members leaving).
-Checks as Kafka's KafkaApis: READ on the group (GROUP_AUTHORIZATION_FAILED), an empty
-member id (INVALID_REQUEST), READ on each topic (TOPIC_AUTHORIZATION_FAILED),
-UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER with current_leader and node_endpoints. A member
-id the group does not have gets its session and error NONE, but no records (nothing is
-acquired for it), and its acknowledgements find nothing it holds (INVALID_RECORD_STATE).
-v2: a renew-only request (is_renew_ack) acknowledges without fetching; share_acquire_mode
-1 (record limit) keeps max_records strictly.
+(acknowledgements, expired locks, share sessions closing).
+Checks as Kafka's KafkaApis: a group id (INVALID_REQUEST), READ on the group
+(GROUP_AUTHORIZATION_FAILED), a member id of 1 to 36 characters (INVALID_REQUEST), READ
+on each topic (TOPIC_AUTHORIZATION_FAILED), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER
+with current_leader and node_endpoints. A member id the group does not have gets its
+session and error NONE, but no records (nothing is acquired for it), and its
+acknowledgements find nothing it holds (INVALID_RECORD_STATE).
+v2: a renew-only request (is_renew_ack, with max_bytes, min_bytes, max_records and
+max_wait 0, else INVALID_REQUEST) acknowledges without fetching, and only it may renew
+(type 4); share_acquire_mode 1 (record limit) keeps max_records strictly.
 New records are taken whole batches at a time up to max_bytes (at most the broker's
 fetch_max_bytes; the first batch always, as Fetch does); records acquired again after a
 release are not counted against it.
@@ -42,10 +44,11 @@ DEFAULT_MAX_RECORDS = 500
 RECORD_LIMIT_MODE = 1
 
 
-def _error(ctx: RequestContext, code: ErrorCode) -> Any:
+def _error(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
     return ctx.response(
         throttle_time=NO_THROTTLE,
         error_code=code,
+        error_message=message,
         acquisition_lock_timeout=NO_THROTTLE,
         responses=(),
         node_endpoints=(),
@@ -204,12 +207,24 @@ def _wait_keys(ctx: RequestContext, session: ShareSession) -> tuple[Any, ...]:
 
 @api(78, "ShareFetch", 1, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    group_id = request.group_id or ""
+    group_id, member_id = request.group_id, request.member_id
+    if not group_id:
+        return _error(ctx, ErrorCode.invalid_request, _share.invalid_ids(group_id, member_id))
     if not ctx.allows(Operation.READ, ResourceType.GROUP, group_id):
         return _error(ctx, ErrorCode.group_authorization_failed)
-    member_id = request.member_id
-    if not member_id:
-        return _error(ctx, ErrorCode.invalid_request)
+    refused = _share.invalid_ids(group_id, member_id)
+    if refused is not None:
+        return _error(ctx, ErrorCode.invalid_request, refused)
+    renew_ack = bool(getattr(request, "is_renew_ack", False))
+    if renew_ack and (
+        request.max_bytes or request.min_bytes or request.max_records or millis(request.max_wait)
+    ):
+        # A renew-only request fetches nothing: Kafka 4.4 wants its fetch fields zero.
+        return _error(
+            ctx,
+            ErrorCode.invalid_request,
+            "max_bytes, min_bytes, max_records and max_wait must be 0 with is_renew_ack",
+        )
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
@@ -235,12 +250,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             index = wanted_partition.partition_index
             topic, code = _share.locate(ctx, fetch_topic.topic_id, index)
             if code == ErrorCode.none and topic is not None:
-                code = _share.acknowledge(ctx, group_id, member_id, topic, index, batches)
+                code = _share.acknowledge(
+                    ctx, group_id, member_id, topic, index, batches, renew_ack
+                )
             answer.entry(fetch_topic.topic_id, index, topic)["acknowledge_error_code"] = code
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, session)
         return answer.build(ctx, group_id)
-    if getattr(request, "is_renew_ack", False):
+    if renew_ack:
         return answer.build(ctx, group_id)
     wait_ms = millis(request.max_wait)
     if _acquire(ctx, request, session, answer, first_try=True) or wait_ms <= 0:

@@ -374,9 +374,13 @@ class SharePartition:
                 count = sum(1 for _ in same)
                 pieces.append((offset, offset + count - 1, kind))
                 offset += count
+        previous_last = -1
         for first, last, _ in pieces:
-            if not self._held_by(member, first, last):
+            # A batch starting at the previous one's last offset names that record twice:
+            # it is no longer Acquired when the second comes to it.
+            if first <= previous_last or not self._held_by(member, first, last):
                 return ErrorCode.invalid_record_state
+            previous_last = last
         for first, last, kind in pieces:
             self._split_at(first)
             self._split_at(last + 1)

@@ -68,7 +68,13 @@ def fetch_request(
 
 
 def acknowledge_request(
-    group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: Sequence[Ack]
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID,
+    acks: Sequence[Ack],
+    *,
+    renew: bool = False,
 ) -> Any:
     partition = make(
         SHARE_ACKNOWLEDGE,
@@ -86,6 +92,7 @@ def acknowledge_request(
         group_id=group,
         member_id=member,
         share_session_epoch=epoch,
+        is_renew_ack=renew,
         topics=(topic,),
     )
 
@@ -142,12 +149,14 @@ class ShareMember:
             self.epoch += 1
         return answer
 
-    def acknowledge(self, acks: Sequence[Ack], *, epoch: int | None = None) -> Any:
+    def acknowledge(
+        self, acks: Sequence[Ack], *, epoch: int | None = None, renew: bool = False
+    ) -> Any:
         sent = self.epoch if epoch is None else epoch
         answer = self.request(
             SHARE_ACKNOWLEDGE,
             VERSION,
-            acknowledge_request(self.group, self.member, sent, self.topic_id, acks),
+            acknowledge_request(self.group, self.member, sent, self.topic_id, acks, renew=renew),
         )
         if answer.error_code == 0 and sent > 0:
             self.epoch += 1

@@ -143,10 +143,26 @@ def test_bad_acknowledgements(broker: Broker, client: RawClient) -> None:
     assert ack_code(alice, [(1, 0, (ACK_ACCEPT,))]) == ErrorCode.invalid_request
     assert ack_code(alice, [(0, 1, (1, 1, 1))]) == ErrorCode.invalid_request
     assert ack_code(alice, [(0, 1, (9,))]) == ErrorCode.invalid_request
-    assert ack_code(alice, [(0, 0, (1,)), (0, 1, (1,))]) == ErrorCode.invalid_request
+    assert ack_code(alice, [(0, 1, (1,)), (0, 1, (1,))]) == ErrorCode.invalid_request
+    # Kafka 4.4 lets a batch start at the previous one's last offset; that record is then
+    # acknowledged twice, which its state refuses.
+    assert ack_code(alice, [(0, 0, (1,)), (0, 1, (1,))]) == ErrorCode.invalid_record_state
+    # Renewing (type 4) needs a request marked is_renew_ack.
+    assert ack_code(alice, [(0, 1, (4,))]) == ErrorCode.invalid_request
+    renewed = alice.acknowledge([(0, 1, (4,))], renew=True)
+    assert [p.error_code for p in partitions_of(renewed)] == [ErrorCode.none]
     assert ack_code(alice, [(0, 5, (ACK_ACCEPT,))]) == ErrorCode.invalid_record_state
     assert ack_code(alice, [(0, 1, (ACK_ACCEPT,))]) == ErrorCode.none
     assert ack_code(alice, [(0, 0, (ACK_ACCEPT,))]) == ErrorCode.invalid_record_state
+
+
+def test_group_and_member_ids_are_checked(broker: Broker, client: RawClient) -> None:
+    topic_id = broker._on_loop(lambda: broker.state.topics.get(TOPIC)).topic_id  # type: ignore[union-attr]
+    for group, member_id in [("", "alice"), (GROUP, ""), (GROUP, "m" * 37)]:
+        answer = ShareMember(client.request, group, member_id, topic_id).fetch()
+        assert answer.error_code == ErrorCode.invalid_request
+        answer = ShareMember(client.request, group, member_id, topic_id).acknowledge([], epoch=1)
+        assert answer.error_code == ErrorCode.invalid_request
 
 
 def test_unknown_member_gets_a_session_and_no_records(broker: Broker, client: RawClient) -> None:
