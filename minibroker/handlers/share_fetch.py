@@ -12,9 +12,10 @@ are listed, as Kafka 4.4 lists them. When nothing can be acquired the request wa
 Checks as Kafka's KafkaApis: a group id (INVALID_REQUEST), READ on the group
 (GROUP_AUTHORIZATION_FAILED), a member id of 1 to 36 characters (INVALID_REQUEST), READ
 on each topic (TOPIC_AUTHORIZATION_FAILED), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER
-with current_leader and node_endpoints. A member id the group does not have gets its
-session and error NONE, but no records (nothing is acquired for it), and its
-acknowledgements find nothing it holds (INVALID_RECORD_STATE).
+with current_leader and node_endpoints. Group membership is not checked, as Kafka 4.4's
+share-partition leaders do not check it (the group coordinator assigns partitions; a
+partition's leader serves whichever member id fetches): records are acquired for the
+member id the request names, and only that member id may acknowledge them.
 v2: a renew-only request (is_renew_ack, with max_bytes, min_bytes, max_records and
 max_wait 0, else INVALID_REQUEST) acknowledges without fetching, and only it may renew
 (type 4); share_acquire_mode 1 (record limit) keeps max_records strictly.
@@ -149,7 +150,6 @@ def _acquire(
     a partition has an error to answer with)."""
     cluster = ctx.cluster
     group_id, member_id = request.group_id, request.member_id
-    member = cluster.share_groups.is_member(group_id, member_id)
     budget = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     strict = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT_MODE
     byte_budget = cluster.config.fetch_max_bytes
@@ -165,7 +165,7 @@ def _acquire(
             found = True
             continue
         assert topic is not None
-        if not member or budget <= 0 or byte_budget <= 0:
+        if budget <= 0 or byte_budget <= 0:
             continue
         acquired = cluster.share_partitions.acquire(
             group_id,

@@ -165,13 +165,19 @@ def test_group_and_member_ids_are_checked(broker: Broker, client: RawClient) -> 
         assert answer.error_code == ErrorCode.invalid_request
 
 
-def test_unknown_member_gets_a_session_and_no_records(broker: Broker, client: RawClient) -> None:
+def test_a_member_id_the_group_does_not_know_is_served_as_on_kafka(
+    broker: Broker, client: RawClient
+) -> None:
+    # Kafka 4.4's partition leaders do not check group membership: the records are
+    # acquired for the member id the request names.
     produce(client, b"a")
     topic_id = broker._on_loop(lambda: broker.state.topics.get(TOPIC)).topic_id  # type: ignore[union-attr]
     stranger = ShareMember(client.request, GROUP, str(uuid.uuid4()), topic_id)
-    answer = stranger.fetch()
-    assert (answer.error_code, answer.responses) == (ErrorCode.none, ())
-    assert stranger.fetch().error_code == ErrorCode.none  # its session goes on
+    assert acquired_offsets(stranger.fetch()) == {0: 1}
+    alice = member(broker, client, "alice")
+    alice.fetch()
+    [partition] = partitions_of(alice.acknowledge([(0, 0, (ACK_ACCEPT,))]))
+    assert partition.error_code == ErrorCode.invalid_record_state
 
 
 def test_long_poll_wakes_on_produce_and_on_lock_expiry(broker: Broker, client: RawClient) -> None:
