@@ -749,15 +749,10 @@ class SharePartitionStore:
 
     # --- persistence ---
 
-    def snapshot(self) -> list[dict[str, Any]]:
-        """Every share partition as plain data (storage/share_state.py keeps it)."""
-        return [
-            {"group": group, "topic": topic, "partition": index, **partition.snapshot()}
-            for (group, topic, index), partition in self.partitions.items()
-        ]
-
     def load(self, data: list[dict[str, Any]]) -> None:
-        """Take what `snapshot` gave; malformed entries are skipped."""
+        """Take share partitions as `SharePartition.snapshot` gives them (with "group",
+        "topic" and "partition" keys), as a data directory keeps them; malformed entries
+        are skipped."""
         for item in data:
             try:
                 key = (str(item["group"]), str(item["topic"]), int(item["partition"]))

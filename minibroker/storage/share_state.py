@@ -5,8 +5,10 @@ record states with delivery counts; state/share_partitions.py `SharePartition.sn
 or that it is gone. Lines are appended as the changes happen, so a killed process keeps
 every line it wrote; at the next start the lines are replayed (the last per partition
 wins; a line the process did not finish ends the replay) and the file is rewritten with
-one line per partition. Acquired records are written as Available with their delivery
-counts: after a restart they are delivered again, acknowledged ones never. The file is
+one line per partition, as it is whenever the lines appended since outgrow COMPACT_BYTES
+and four times the state they describe. Acquired records are written as Available with
+their delivery counts: after a restart they are delivered again, acknowledged ones
+never. The file is
 synced with the rest of the directory (its flush policy).
 """
 
@@ -21,6 +23,7 @@ from minibroker.state.share_partitions import Key, SharePartition, SharePartitio
 from minibroker.storage.segments import replace_file
 
 SHARE_STATE_FILE = "share-state.jsonl"
+COMPACT_BYTES = 4 * 1024 * 1024
 
 
 def _line(key: Key, partition: SharePartition | None) -> str:
@@ -38,6 +41,9 @@ class ShareStateJournal:
         self.path = directory / SHARE_STATE_FILE
         self._fd: int | None = None
         self.unsynced = False
+        self._store: SharePartitionStore | None = None
+        self._size = 0  # bytes in the file
+        self._compacted_size = 0  # bytes in it when it was last rewritten
 
     def load(self, store: SharePartitionStore) -> None:
         """Replay the file into `store`, rewrite it compacted and open it for appends."""
@@ -52,9 +58,19 @@ class ShareStateJournal:
                         break  # a line the process did not finish writing: the end
                     latest[key] = None if entry.get("gone") else entry
         store.load([entry for entry in latest.values() if entry is not None])
-        lines = [_line(key, partition) for key, partition in store.partitions.items()]
-        replace_file(self.path, "".join(lines).encode())
+        self._store = store
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        """The file as one line per share partition, open for appends."""
+        assert self._store is not None
+        lines = [_line(key, partition) for key, partition in self._store.partitions.items()]
+        content = "".join(lines).encode()
+        if self._fd is not None:
+            os.close(self._fd)
+        replace_file(self.path, content)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._size = self._compacted_size = len(content)
 
     def reopen(self) -> None:
         """Open the file for appends again after `close` (the directory taken again)."""
@@ -64,8 +80,12 @@ class ShareStateJournal:
     def changed(self, key: Key, partition: SharePartition | None) -> None:
         if self._fd is None:
             return
-        os.write(self._fd, _line(key, partition).encode())
+        data = _line(key, partition).encode()
+        os.write(self._fd, data)
         self.unsynced = True
+        self._size += len(data)
+        if self._size > max(COMPACT_BYTES, 4 * self._compacted_size):
+            self._rewrite()  # replace_file syncs the new file before it takes the name
 
     def sync(self) -> None:
         if self.unsynced and self._fd is not None:

@@ -12,12 +12,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.child_broker import ChildBroker
 from harness.raw_client import RawClient, make, produce_batch
 from minibroker.protocol import records
-from minibroker.state.share_partitions import ACK_ACCEPT
+from minibroker.state.share_partitions import (
+    ACK_ACCEPT,
+    ACK_RELEASE,
+    RecordState,
+    SharePartitionStore,
+    ShareSettings,
+)
+from minibroker.storage import share_state
 from tests.share.share_wire import ShareMember, acquired_offsets
 from tests.share.test_share_fetch import GROUP, TOPIC, set_group_configs
+from tests.share.test_share_partition_rules import log_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,3 +114,34 @@ def test_acknowledged_records_are_not_redelivered_after_kill_9_and_clean_stop(
             assert acquired_offsets(alice.fetch()) == {3: 3}
     finally:
         broker.stop()
+
+
+def test_the_journal_replays_the_last_state_and_compacts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(share_state, "COMPACT_BYTES", 1)
+    log = log_of(1, 1, 1)
+    store = SharePartitionStore()
+    store.log_of = lambda topic, index: log
+    store.settings_of = lambda group: ShareSettings(auto_offset_reset="earliest")
+    journal = share_state.ShareStateJournal(tmp_path)
+    journal.load(store)
+    store.on_persist = journal.changed
+    store.acquire(GROUP, "other", 0, "alice", 0.0, 1)
+    store.delete_partitions(GROUP, [("other", 0)])
+    for _ in range(20):  # 40 changes of one share partition
+        store.acquire(GROUP, TOPIC, 0, "alice", 0.0, 1, strict=True)
+        store.acknowledge(GROUP, TOPIC, 0, "alice", [(0, 0, (ACK_RELEASE,))], 0.0)
+    store.acquire(GROUP, TOPIC, 0, "alice", 0.0, 3)
+    store.acknowledge(GROUP, TOPIC, 0, "alice", [(0, 0, (ACK_ACCEPT,))], 0.0)
+    journal.close()
+    # Rewritten as it grew, not a line per change.
+    assert len((tmp_path / share_state.SHARE_STATE_FILE).read_text().splitlines()) < 10
+    with (tmp_path / share_state.SHARE_STATE_FILE).open("a") as file:
+        file.write('{"group": "torn')  # a line a killed process did not finish
+    restored = SharePartitionStore()
+    share_state.ShareStateJournal(tmp_path).load(restored)
+    partition = restored.partition(GROUP, TOPIC, 0)
+    assert partition is not None and restored.initialized(GROUP) == {(TOPIC, 0): 1}
+    assert partition.state_of(1) == (RecordState.AVAILABLE, 1)
+    assert restored.partition(GROUP, "other", 0) is None
