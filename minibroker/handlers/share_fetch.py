@@ -64,7 +64,8 @@ def _records(log: PartitionLog, acquired: list[Acquired]) -> bytes:
         start = max(item.first, emitted_to)
         if start > item.last:
             continue
-        data = log.read(start, 2**31 - 1)
+        pieces, _ = log.read_pieces(start, 2**31 - 1, end_offset=item.last + 1)
+        data = b"".join(pieces)
         position = 0
         while position + records.HEADER_SIZE <= len(data):
             header = records.read_header(data, position)

@@ -61,8 +61,8 @@ ACK_RELEASE = 2
 ACK_REJECT = 3
 ACK_RENEW = 4
 
-# How many bytes of log one acquisition reads at most to find batch boundaries.
-SCAN_BYTES = 8 * 1024 * 1024
+# How many bytes of log an acquisition reads at a time to find batch boundaries.
+SCAN_BYTES = 256 * 1024
 
 _ISO_DURATION = re.compile(
     r"P(?:(?P<days>\d+(?:\.\d+)?)D)?"
@@ -152,7 +152,8 @@ def log_batches(log: PartitionLog, offset: int, end: int) -> Iterator[LogBatch]:
     """The batches of `log` from the one holding `offset` to the last that starts before
     `end`, by their headers (read a bounded stretch at a time)."""
     while offset < end:
-        data = log.read(offset, SCAN_BYTES)
+        pieces, _ = log.read_pieces(offset, SCAN_BYTES, end_offset=end)
+        data = b"".join(pieces)
         if not data:
             return
         position = 0
