@@ -239,6 +239,20 @@ def test_read_committed_stops_at_the_open_transaction_and_archives_aborted_recor
     assert partition.state_of(2) == (RecordState.ARCHIVED, 0)
 
 
+def test_compaction_gaps_are_acquired_with_their_batches_and_acknowledged_as_gaps() -> None:
+    log = log_of(1, 1, 1)
+    kept = [build_batch([(None, b"k")], base_offset=offset) for offset in (0, 2)]
+    log.replace_before(3, kept)  # compaction removed offset 1
+    partition = SharePartition(0)
+    assert partition.acquire("m", 0.0, log, SETTINGS, 1) == [Acquired(0, 0, 1)]
+    # The next fetch starts in the gap: it is acquired with the batch after it.
+    assert partition.acquire("m", 0.0, log, SETTINGS, 1) == [Acquired(1, 2, 1)]
+    types = (ACK_GAP, ACK_ACCEPT)
+    assert partition.acknowledge("m", [(1, 2, types)], 0.0, SETTINGS, 0) == ErrorCode.none
+    assert partition.acknowledge("m", [(0, 0, (ACK_ACCEPT,))], 0.0, SETTINGS, 0) == (ErrorCode.none)
+    assert (partition.start_offset, partition.runs) == (3, [])
+
+
 def test_records_deleted_while_in_flight_move_the_start_offset() -> None:
     log = log_of(2, 2, 2)
     partition = SharePartition(0)
