@@ -322,6 +322,8 @@ needs_schemas = pytest.mark.skipif(
 NEWER_THAN_3_9 = {(0, 12), (2, 10), (3, 13), (15, 6), (26, 5), (28, 5), (60, 2), (68, 1), (69, 1)}
 # Share group membership and offsets (KIP-932) at the versions Kafka 4.2+ serves.
 NEWER_THAN_3_9 |= {(76, 1), (77, 1), (90, 0), (90, 1), (91, 0), (92, 0)}
+# Share groups' APIs: Kafka 3.9 defined only their early-access v0, which 4.x removed.
+NEWER_THAN_3_9 |= {(78, 1), (78, 2), (79, 1), (79, 2)}
 
 _PRIMITIVES = {
     "bool",
@@ -746,7 +748,7 @@ MESSAGE_FORMAT_FLOORS = {0: 3, 1: 4}
 # Share group APIs: Kafka 4.2+ serves ShareGroupHeartbeat and ShareGroupDescribe from v1
 # (v0 was the early-access version 3.9 defined) and the share group offset APIs, which 3.9
 # does not define, from v0.
-KAFKA_4_FLOORS = {76: 1, 77: 1, 90: 0, 91: 0, 92: 0}
+KAFKA_4_FLOORS = {76: 1, 77: 1, 78: 1, 79: 1, 90: 0, 91: 0, 92: 0}
 
 
 @needs_schemas

@@ -924,6 +924,37 @@ def _probe_consumer_group_heartbeat(probe: Probe, version: int) -> None:
     ]
 
 
+def _probe_share_fetch(probe: Probe, version: int) -> None:
+    # A later epoch without a session: Kafka 4.4's SHARE_SESSION_NOT_FOUND.
+    answer = probe.exchange(
+        78,
+        version,
+        group_id=f"share-fetch-v{version}",
+        member_id=str(uuid.uuid4()),
+        share_session_epoch=1,
+        max_wait=0,
+        min_bytes=1,
+        max_records=10,
+        batch_size=10,
+        topics=(),
+        forgotten_topics_data=(),
+    )
+    assert (answer.error_code, answer.responses) == (ErrorCode.share_session_not_found, ())
+
+
+def _probe_share_acknowledge(probe: Probe, version: int) -> None:
+    # Epoch 0 never opens a session here: INVALID_SHARE_SESSION_EPOCH.
+    answer = probe.exchange(
+        79,
+        version,
+        group_id=f"share-ack-v{version}",
+        member_id=str(uuid.uuid4()),
+        share_session_epoch=0,
+        topics=(),
+    )
+    assert (answer.error_code, answer.responses) == (ErrorCode.invalid_share_session_epoch, ())
+
+
 def _probe_consumer_group_describe(probe: Probe, version: int) -> None:
     group = f"consumer-describe-v{version}"
     joined = _join_consumer_group(probe, group, 0)
@@ -1188,6 +1219,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     75: _probe_describe_topic_partitions,
     76: _probe_share_group_heartbeat,
     77: _probe_share_group_describe,
+    78: _probe_share_fetch,
+    79: _probe_share_acknowledge,
     90: _probe_describe_share_group_offsets,
     91: _probe_alter_share_group_offsets,
     92: _probe_delete_share_group_offsets,
