@@ -123,6 +123,7 @@ class ClusterState:
             group_settings, self.group_configs.value
         )
         self.share_partitions.wall_ms = self.clock.wall_ms
+        self.share_partitions.max_sessions = self.config.group_share_max_share_sessions
         self.topics.on_change.append(self._share_topics_changed)
         self.share_groups = ShareGroupCoordinator(
             self._topic_info,

@@ -20,6 +20,7 @@ from harness.raw_client import make
 from minibroker.config import BrokerConfig
 from minibroker.state.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from minibroker.state.sessions import ANONYMOUS
+from minibroker.state.share_partitions import SharePartitionStore
 from tests.sansio import SansIOBroker
 
 HEARTBEAT, DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 76, 90, 91, 92
@@ -27,10 +28,11 @@ OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9,
 CONSUMER_DESCRIBE = 69
 
 
-class RecordingStore:
+class RecordingStore(SharePartitionStore):
     """What the offset APIs ask of the share-partition state."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.starts: dict[str, dict[tuple[str, int], int]] = {}
         self.calls: list[tuple[object, ...]] = []
 
