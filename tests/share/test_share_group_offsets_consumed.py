@@ -9,20 +9,13 @@ import time
 import uuid
 from typing import Any
 
-import pytest
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.admin import ResourceType as AdminResource
 
 from harness.raw_client import RawClient, make
 from minibroker import Broker
-from minibroker.state.share_partitions import SharePartitionStore
 from minibroker.testing.clients import KafkaHelper
-
-# Records flow to share consumers once the share-partition state serves ShareFetch.
-pytestmark = pytest.mark.skipif(
-    not hasattr(SharePartitionStore, "acquire"), reason="ShareFetch is not served yet"
-)
 
 DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
 RECORDS = 10
