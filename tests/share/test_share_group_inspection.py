@@ -7,11 +7,15 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.raw_client import RawClient
+from harness.raw_client import RawClient, produce_batch
 from minibroker import Broker
-from minibroker.state.share_groups import share_group_view
+from minibroker.protocol import records
+from minibroker.state.share_groups import SharePartitionView, share_group_view
 from minibroker.testing.report import report_section
+from minibroker.testing.waiting import wait_for
 from tests.sansio import SansIOBroker
+from tests.share.share_wire import ShareMember, acquired_offsets
+from tests.share.test_share_fetch import set_group_configs
 
 SHARE_HEARTBEAT = 76
 
@@ -104,3 +108,36 @@ def test_the_view_takes_start_offsets_and_counts_from_the_share_partition_store(
     assert (first.readers, first.start_offset, first.in_flight, first.lag) == (("m",), 40, 9, 12)
     assert first.past_delivery_limit == 2  # share.delivery.count.limit, 5 by default
     assert (second.start_offset, second.in_flight, second.past_delivery_limit) == (7, None, None)
+
+
+def test_share_group_state_follows_records_in_flight_until_the_delivery_limit() -> None:
+    """A member fetches three records and never acknowledges them: while their locks
+    hold they are in flight; once the second lock expires (share.delivery.count.limit
+    2) they are archived and the share partition moves past them."""
+    with Broker() as broker, RawClient(broker.bootstrap_servers) as client:
+        broker.create_topic("jobs", 1)
+        set_group_configs(
+            client, "workers", share_auto_offset_reset="earliest", share_delivery_count_limit="2"
+        )
+        produce_batch(client.request, "jobs", 0, records.build_batch([(None, b"a")] * 3))
+        _join(client, "workers", "w1", "jobs")
+        topic = broker._on_loop(lambda: broker.state.topics.get("jobs"))
+        assert topic is not None
+        member = ShareMember(client.request, "workers", "w1", topic.topic_id)
+
+        def partition() -> SharePartitionView:
+            state = broker.share_group_state("workers")
+            assert state is not None
+            return state.partitions[("jobs", 0)]
+
+        assert sum(acquired_offsets(member.fetch()).values()) == 3
+        assert (partition().start_offset, partition().in_flight) == (0, 3)
+        assert partition().past_delivery_limit == 0
+        for _ in range(2):
+            broker.clock.advance(31)  # past share.record.lock.duration.ms
+            member.fetch()
+        broker.clock.advance(31)
+        # Archived past the limit, they left flight: the share partition starts after
+        # them, with nothing left to deliver (and the silent member's session is over).
+        done = wait_for(lambda: partition().start_offset == 3 and partition())
+        assert (done.in_flight, done.lag, done.readers) == (0, 0, ())
