@@ -134,6 +134,7 @@ class ClusterState:
             member_gone=lambda group, member, now: self.share_partitions.member_gone(
                 group, member, now
             ),
+            subscribed=self._share_partitions_subscribed,
         )
         self.topics.on_change.append(self.share_groups.topics_changed)
         self.share_groups.on_change = self._group_changed
@@ -238,6 +239,18 @@ class ClusterState:
         if group_id in self.share_groups.groups:
             return "share"
         return "classic" if group_id in self.groups.groups else None
+
+    def _share_partitions_subscribed(self, group_id: str, parts: list[tuple[str, int]]) -> None:
+        """A share group subscribes to these partitions: those without share state start
+        at the log end now when the group reads from the latest offset (Kafka
+        initializes them on subscription, not at the first fetch)."""
+        if self.group_configs.value(group_id, "share.auto.offset.reset") != "latest":
+            return  # earliest and by_duration start the same way at the first fetch
+        started = self.share_partitions.initialized(group_id)
+        for topic, index in parts:
+            log = self._partition_log(topic, index)
+            if (topic, index) not in started and log is not None:
+                self.share_partitions.alter_start_offset(group_id, topic, index, log.high_watermark)
 
     def _other_group_type(self, group_id: str) -> str | None:
         """A group id held by a classic or consumer group (share groups refuse it)."""

@@ -40,6 +40,10 @@ Rules (Kafka 4.4's GroupMetadataManager, share group paths; ShareGroupHeartbeat 
                  left. Members are told the group's share.heartbeat.interval.ms.
     Gone         a member that leaves or times out: `SharePartitionStore.member_gone`
                  releases the records it holds acquired.
+    Starting     when the subscribed topics change, their partitions' share state starts
+                 (`subscribed`), as Kafka initializes it on subscription: with
+                 share.auto.offset.reset latest, records produced after a member joined
+                 and before its first fetch are delivered.
     Assignment   Kafka's "simple" share assignor (SimpleAssignor): when every member
                  subscribes to the same topics, all their partitions are one pool; else each
                  topic is a pool of its own, shared by the members subscribed to it. In a
@@ -234,6 +238,7 @@ class ShareGroupCoordinator:
         max_size: Callable[[], int] = lambda: 200,
         other_type: Callable[[str], str | None] = lambda group_id: None,
         member_gone: Callable[[str, str, float], None] = lambda group, member, now: None,
+        subscribed: Callable[[str, list[tuple[str, int]]], None] = lambda group, parts: None,
     ) -> None:
         self.groups: dict[str, ShareGroup] = {}
         self.on_change: Callable[[str], None] = lambda group_id: None
@@ -242,6 +247,9 @@ class ShareGroupCoordinator:
         self._max_size = max_size
         self._other_type = other_type  # "classic" or "consumer" for another kind's group
         self._member_gone = member_gone
+        # Told of every partition of the group's subscribed topics when they change, so
+        # that their share state starts then, as Kafka initializes it on subscription.
+        self._subscribed = subscribed
         self.topics_version = 0  # bumped whenever topics change
         self.deadlines: Deadlines[str] = Deadlines()  # keyed by member id
 
@@ -420,6 +428,14 @@ class ShareGroupCoordinator:
         }
         counts = dict(group.topics_seen.values())
         group.target = simple_assignor(subscriptions, counts, group.target)
+        self._subscribed(
+            group.group_id,
+            [
+                (name, index)
+                for name, (_, count) in group.topics_seen.items()
+                for index in range(count)
+            ],
+        )
         group.assignment_epoch = group.group_epoch
         log.debug(
             "share group %s: epoch %d, target %s",  # pragma: no mutate

@@ -17,13 +17,16 @@ import pytest
 from confluent_kafka import ShareConsumer
 from kio.schema.errors import ErrorCode
 
-from harness.raw_client import RawClient, make
+from harness.raw_client import RawClient, make, produce_batch
+from minibroker import Broker
 from minibroker.config import BrokerConfig
+from minibroker.protocol import records
 from minibroker.state.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from minibroker.state.sessions import ANONYMOUS
 from minibroker.state.share_groups import share_pool, simple_assignor
 from minibroker.testing.backends import KafkaService
 from tests.sansio import SansIOBroker
+from tests.share.share_wire import ShareMember, acquired_offsets
 
 HEARTBEAT, DESCRIBE = 76, 77
 JOIN_GROUP = 11
@@ -430,3 +433,27 @@ def test_share_consumers_join_and_every_partition_is_read(kafka_broker: KafkaSer
             consumer.close()
     described = _describe(kafka_broker.bootstrap_servers, group)
     assert (described.group_state, described.members) == ("Empty", ())
+
+
+def test_records_produced_after_a_member_joined_are_delivered_from_latest() -> None:
+    """share.auto.offset.reset latest (the default) starts the share partition when the
+    group subscribes, as Kafka initializes it then: a record produced between the join
+    and the member's first fetch is delivered."""
+    with Broker() as broker, RawClient(broker.bootstrap_servers) as client:
+        broker.create_topic("jobs", 1)
+        produce_batch(client.request, "jobs", 0, records.build_batch([(None, b"old")]))
+        joined = client.call(
+            HEARTBEAT,
+            1,
+            group_id="workers",
+            member_id="w1",
+            member_epoch=0,
+            rack_id=None,
+            subscribed_topic_names=("jobs",),
+        )
+        assert joined.error_code == ErrorCode.none
+        produce_batch(client.request, "jobs", 0, records.build_batch([(None, b"new")]))
+        topic = broker._on_loop(lambda: broker.state.topics.get("jobs"))
+        assert topic is not None
+        member = ShareMember(client.request, "workers", "w1", topic.topic_id)
+        assert acquired_offsets(member.fetch()) == {1: 1}  # offset 1, first delivery
