@@ -53,7 +53,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.protocol import records
 from minibroker.state.log import PartitionLog
-from minibroker.state.share_sessions import DEFAULT_MAX_SESSIONS, ShareSessions
+from minibroker.state.share_sessions import ShareSessions
 
 ACK_GAP = 0
 ACK_ACCEPT = 1
@@ -552,8 +552,6 @@ class SharePartitionStore:
         self.partitions: dict[Key, SharePartition] = {}
         # Each node's share sessions (a session lives on the broker it was opened with).
         self.node_sessions: dict[int, ShareSessions] = {}
-        # group.share.max.share.sessions when the broker configs do not set it.
-        self.max_sessions = DEFAULT_MAX_SESSIONS
         # Called with a share partition's key and its state (None: gone) after a change
         # worth keeping (a data directory's journal, storage/share_state.py).
         self.on_persist: Callable[[Key, SharePartition | None], None] = lambda key, state: None
@@ -712,10 +710,6 @@ class SharePartitionStore:
         for topic, index in partitions:
             if self.partitions.pop((group_id, topic, index), None) is not None:
                 self._persist((group_id, topic, index))
-
-    def topic_names(self) -> set[str]:
-        """The topics some share partition state is kept for."""
-        return {topic for _, topic, _ in self.partitions}
 
     def topic_deleted(self, topic: str) -> None:
         """A deleted topic's share partitions go with it."""

@@ -20,13 +20,14 @@ from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.state.share_partitions import ACK_ACCEPT, ACK_REJECT, ACK_RELEASE
 from tests.sansio import SansIOBroker
-from tests.share.members import add_member, remove_member
 from tests.share.share_wire import (
     SHARE_FETCH,
     VERSION,
     ShareMember,
     acquired_offsets,
     fetch_request,
+    join,
+    leave,
     partitions_of,
 )
 
@@ -68,7 +69,8 @@ def client(broker: Broker) -> Iterator[RawClient]:
 
 
 def member(broker: Broker, client: RawClient, name: str) -> ShareMember:
-    broker._on_loop(lambda: add_member(broker.state, GROUP, name))
+    """`name` joins the group (ShareGroupHeartbeat) and is ready to fetch on `client`."""
+    join(client.request, GROUP, name, TOPIC)
     topic_id = broker._on_loop(lambda: broker.state.topics.get(TOPIC)).topic_id  # type: ignore[union-attr]
     return ShareMember(client.request, GROUP, name, topic_id)
 
@@ -118,8 +120,16 @@ def test_share_session_epochs(broker: Broker, client: RawClient) -> None:
     assert alice.fetch().error_code == ErrorCode.share_session_not_found
 
 
-def test_session_limit(broker: Broker, client: RawClient) -> None:
-    broker._on_loop(lambda: setattr(broker.state.share_partitions, "max_sessions", 1))
+def test_session_limit() -> None:
+    with (
+        Broker(group_share_max_share_sessions=1) as broker,
+        RawClient(broker.bootstrap_servers) as client,
+    ):
+        broker.create_topic(TOPIC, 1)
+        _session_limit(broker, client)
+
+
+def _session_limit(broker: Broker, client: RawClient) -> None:
     alice, bob = member(broker, client, "alice"), member(broker, client, "bob")
     assert alice.fetch().error_code == ErrorCode.none
     assert bob.fetch().error_code == ErrorCode.share_session_limit_reached
@@ -254,7 +264,7 @@ def test_records_go_back_at_once_when_the_session_connection_closes(
         assert acquired_offsets(alice.fetch()) == {0: 1}
         # Leaving the group leaves the records with alice's open session (Kafka 4.4: she
         # may still acknowledge them over it).
-        broker._on_loop(lambda: remove_member(broker.state, GROUP, "alice"))
+        leave(client.request, GROUP, "alice")
         assert acquired_offsets(bob.fetch()) == {}
     # Her connection closed (a consumer killed mid-batch): released, no lock to wait for.
     for _ in range(200):
@@ -297,7 +307,6 @@ def test_not_leader_and_unknown_topic_id_without_sockets() -> None:
     topic = broker.cluster.topics.create(TOPIC, 1)
     assert topic is not None
     broker.cluster.move_leader(TOPIC, 0, 1)
-    add_member(broker.cluster, GROUP, "alice")
 
     def fetch(topic_id: uuid.UUID) -> Any:
         return broker.request(SHARE_FETCH, VERSION, fetch_request(GROUP, "alice", 0, topic_id))
