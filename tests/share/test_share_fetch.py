@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, ShareConsumer
 from kio.schema.errors import ErrorCode
 
 from harness.raw_client import RawClient, make, make_request, produce_batch
@@ -357,3 +357,43 @@ def test_a_deleted_topic_takes_its_share_partitions(broker: Broker, client: RawC
     assert broker._on_loop(lambda: broker.state.share_partitions.initialized(GROUP)) == {}
     [partition] = partitions_of(alice.fetch())
     assert partition.error_code == ErrorCode.unknown_topic_id
+
+
+def test_share_consumers_receive_every_record_once_and_accept_it(
+    broker: Broker, client: RawClient
+) -> None:
+    """confluent-kafka's ShareConsumer: three consumers on one partition share its
+    records, each delivered once, and their implicit acknowledgements accept them all."""
+    values = [b"r%d" % i for i in range(60)]
+    for start in range(0, len(values), 5):
+        produce(client, *values[start : start + 5])
+    consumers = [
+        ShareConsumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": GROUP,
+                "client.id": f"share-{i}",
+                "log_level": 0,
+            }
+        )
+        for i in range(3)
+    ]
+    delivered: list[bytes] = []
+    try:
+        for consumer in consumers:
+            consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 20
+        while len(delivered) < len(values) and time.monotonic() < deadline:
+            for consumer in consumers:
+                for message in consumer.poll(0.05):
+                    if message.error() is None:
+                        delivered.append(message.value())
+        for consumer in consumers:
+            consumer.poll(0.05)  # acknowledges the last records polled (implicit mode)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert sorted(delivered) == sorted(values)
+    assert broker._on_loop(lambda: broker.state.share_partitions.initialized(GROUP)) == {
+        (TOPIC, 0): len(values)
+    }
