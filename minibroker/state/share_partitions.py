@@ -22,9 +22,12 @@ The rules (Kafka 4.4's SharePartition):
   a fetch takes no new records past that, though it still gets Available ones again.
 - Acquired records are locked for share.record.lock.duration.ms on the broker clock.
   When the lock expires (checked by the housekeeping's tick, and on every fetch and
-  acknowledgement of the partition), or the member leaves the group, the records become
-  Available again, or Archived once their delivery count reached
-  share.delivery.count.limit.
+  acknowledgement of the partition), when the member's share session ends (epoch -1, or
+  the connection that opened it closes), or when the member leaves the group with no
+  share session open, the records become Available again, or Archived once their
+  delivery count reached share.delivery.count.limit. (As on Kafka 4.4, leaving the
+  group does not take records from an open session: the member may still acknowledge
+  them before it closes the session.)
 - Acknowledgements (by the member holding the records acquired): 0 gap and 3 reject
   archive, 1 accept acknowledges, 2 release makes Available again (Archived past the
   delivery count limit), 4 renew locks them again for a full lock duration. An
