@@ -21,7 +21,8 @@ max_wait 0, else INVALID_REQUEST) acknowledges without fetching, and only it may
 (type 4); share_acquire_mode 1 (record limit) keeps max_records strictly.
 New records are taken whole batches at a time up to max_bytes (at most the broker's
 fetch_max_bytes; the first batch always, as Fetch does); records acquired again after a
-release are not counted against it.
+release are not counted against it. The session's partitions are taken in turn from the
+one at the request's epoch (Kafka 4.4's round robin), so max_records is shared out.
 Not done: min_bytes beyond answering as soon as something was acquired.
 """
 
@@ -158,7 +159,7 @@ def _acquire(
         byte_budget = min(byte_budget, request.max_bytes)
     found = False
     now = cluster.clock.monotonic()
-    for topic_id, index in list(session.partitions):
+    for topic_id, index in _rotated(list(session.partitions), request.share_session_epoch):
         topic, code = _share.locate(ctx, topic_id, index)
         if code != ErrorCode.none:
             if first_try:
@@ -195,6 +196,16 @@ def _acquire(
             for item in acquired
         )
     return found
+
+
+def _rotated(partitions: list[Any], epoch: int) -> list[Any]:
+    """The session's partitions from the one at the request's epoch on (Kafka 4.4's
+    round-robin PartitionRotateStrategy), so max_records does not always go to the
+    first ones."""
+    if epoch < 1 or len(partitions) < 2:
+        return partitions
+    turn = epoch % len(partitions)
+    return partitions[turn:] + partitions[:turn]
 
 
 def _wait_keys(ctx: RequestContext, session: ShareSession) -> tuple[Any, ...]:

@@ -397,3 +397,22 @@ def test_share_consumers_receive_every_record_once_and_accept_it(
     assert broker._on_loop(lambda: broker.state.share_partitions.initialized(GROUP)) == {
         (TOPIC, 0): len(values)
     }
+
+
+def test_partitions_take_turns_by_session_epoch_without_sockets() -> None:
+    broker = SansIOBroker()
+    topic = broker.cluster.topics.create(TOPIC, 2)
+    assert topic is not None
+    broker.cluster.group_configs.alter(GROUP, [("share.auto.offset.reset", 0, "earliest")])
+    for index in (0, 1):
+        for _ in range(3):
+            batch = records.build_batch([(None, b"v")], timestamp_ms=int(time.time() * 1000))
+            produce_batch(broker.request, TOPIC, index, batch)
+
+    def first_partition(epoch: int) -> int:
+        request = fetch_request(GROUP, "alice", epoch, topic.topic_id, (0, 1), max_records=1)
+        [read] = [p for p in partitions_of(broker.request(SHARE_FETCH, VERSION, request))]
+        return int(read.partition_index)
+
+    # Kafka 4.4 starts at the partition at the request's epoch: max_records is shared out.
+    assert [first_partition(epoch) for epoch in range(4)] == [0, 1, 0, 1]
