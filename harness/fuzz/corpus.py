@@ -503,7 +503,6 @@ def _confluent_scenarios(bootstrap: str, tag: str, steps: _Steps) -> None:
     )
     steps.run("share group", lambda: _ck_share_group(bootstrap, topic, group + "-share"))
     steps.run("transactions", lambda: _ck_transactions(bootstrap, topic, tag))
-    steps.run("share group", lambda: _ck_share_group(bootstrap, topic, tag))
     steps.run("acls and credentials", lambda: _ck_security(bootstrap, topic, tag))
     steps.run("admin", lambda: _ck_admin(bootstrap, f"fz-ck-admin-{tag}", topic, group, steps))
 
@@ -673,32 +672,6 @@ def _ck_transactions(bootstrap: str, topic: str, tag: str) -> None:
         reader.offsets_for_times([TopicPartition(topic, 0, -1)], timeout=10)
     finally:
         reader.close()
-
-
-def _ck_share_group(bootstrap: str, topic: str, tag: str) -> None:
-    """A share consumer joins, is delivered records and acknowledges them (implicitly, at
-    its next poll and at close): the frames of ShareGroupHeartbeat, ShareFetch and
-    ShareAcknowledge."""
-    from confluent_kafka import Producer, ShareConsumer
-
-    consumer = ShareConsumer(
-        {**_confluent_common(bootstrap), "group.id": f"fz-ck-share-group-{tag}"}
-    )
-    try:
-        consumer.subscribe([topic])
-        producer = Producer(_confluent_common(bootstrap))
-        received = 0
-        deadline = time.monotonic() + 10
-        while received < 5 and time.monotonic() < deadline:
-            # The group starts at the log end (share.auto.offset.reset latest): records
-            # produced once the consumer is in are delivered.
-            for i in range(5):
-                producer.produce(topic, b"share-%d" % i)
-            producer.flush(5)
-            received += sum(1 for m in consumer.poll(0.5) if m.error() is None)
-        consumer.poll(0.2)
-    finally:
-        consumer.close()
 
 
 def _ck_security(bootstrap: str, topic: str, tag: str) -> None:

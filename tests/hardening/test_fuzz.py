@@ -45,7 +45,6 @@ EXPECTED_APIS |= {68, 69}  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
 EXPECTED_APIS |= {44, 76, 78, 79}  # IncrementalAlterConfigs; the share group's APIs
 EXPECTED_APIS |= {29, 30, 31}  # DescribeAcls, CreateAcls, DeleteAcls
 EXPECTED_APIS |= {50, 51}  # DescribeUserScramCredentials, AlterUserScramCredentials
-EXPECTED_APIS |= {76, 78, 79}  # ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
 
 
 @pytest.fixture(scope="session")
