@@ -12,7 +12,9 @@ are listed, as Kafka 4.4 lists them. When nothing can be acquired the request wa
 Checks as Kafka's KafkaApis: a group id (INVALID_REQUEST), READ on the group
 (GROUP_AUTHORIZATION_FAILED), a member id of 1 to 36 characters (INVALID_REQUEST), READ
 on each topic (TOPIC_AUTHORIZATION_FAILED), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER
-with current_leader and node_endpoints. Group membership is not checked, as Kafka 4.4's
+with current_leader and node_endpoints. A share group no member ever joined has no
+share-partition state to start from: Kafka 4.4 answers its partitions
+UNKNOWN_SERVER_ERROR, and so does this broker. Group membership is not checked, as Kafka 4.4's
 share-partition leaders do not check it (the group coordinator assigns partitions; a
 partition's leader serves whichever member id fetches): records are acquired for the
 member id the request names, and only that member id may acknowledge them.
@@ -159,6 +161,12 @@ def _acquire(
         byte_budget = min(byte_budget, request.max_bytes)
     found = False
     now = cluster.clock.monotonic()
+    group_exists = cluster.group_type(group_id) == "share"
+
+    def started(topic_name: str, index: int) -> bool:
+        known = cluster.share_partitions.partition(group_id, topic_name, index) is not None
+        return group_exists or known
+
     for topic_id, index in _rotated(list(session.partitions), request.share_session_epoch):
         topic, code = _share.locate(ctx, topic_id, index)
         if code != ErrorCode.none:
@@ -167,6 +175,13 @@ def _acquire(
             found = True
             continue
         assert topic is not None
+        if not started(topic.name, index):
+            # Kafka 4.4 starts a share partition's state when its group coordinator hands
+            # the partition out; in a group no member ever joined it has none to read.
+            if first_try:
+                answer.error(topic_id, index, topic, ErrorCode.unknown_server_error)
+            found = True
+            continue
         if budget <= 0 or byte_budget <= 0:
             continue
         acquired = cluster.share_partitions.acquire(

@@ -179,12 +179,15 @@ def test_a_member_id_the_group_does_not_know_is_served_as_on_kafka(
     broker: Broker, client: RawClient
 ) -> None:
     # Kafka 4.4's partition leaders do not check group membership: the records are
-    # acquired for the member id the request names.
+    # acquired for the member id the request names, once the group exists.
     produce(client, b"a")
     topic_id = broker._on_loop(lambda: broker.state.topics.get(TOPIC)).topic_id  # type: ignore[union-attr]
+    nobody = ShareMember(client.request, "nobody-joined", "alice", topic_id)
+    [partition] = partitions_of(nobody.fetch())
+    assert partition.error_code == ErrorCode.unknown_server_error  # as Kafka 4.4 answers
+    alice = member(broker, client, "alice")
     stranger = ShareMember(client.request, GROUP, str(uuid.uuid4()), topic_id)
     assert acquired_offsets(stranger.fetch()) == {0: 1}
-    alice = member(broker, client, "alice")
     alice.fetch()
     [partition] = partitions_of(alice.acknowledge([(0, 0, (ACK_ACCEPT,))]))
     assert partition.error_code == ErrorCode.invalid_record_state
@@ -404,6 +407,7 @@ def test_partitions_take_turns_by_session_epoch_without_sockets() -> None:
     topic = broker.cluster.topics.create(TOPIC, 2)
     assert topic is not None
     broker.cluster.group_configs.alter(GROUP, [("share.auto.offset.reset", 0, "earliest")])
+    join(broker.request, GROUP, "alice", TOPIC)
     for index in (0, 1):
         for _ in range(3):
             batch = records.build_batch([(None, b"v")], timestamp_ms=int(time.time() * 1000))
