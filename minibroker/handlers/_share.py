@@ -108,12 +108,13 @@ def acknowledge(
     index: int,
     batches: Sequence[Any],
     renew_ack: bool,
-) -> ErrorCode:
-    """Apply one partition's acknowledgements (already located)."""
+) -> tuple[ErrorCode, str | None]:
+    """Apply one partition's acknowledgements (already located): the error and its
+    message."""
     if malformed(ctx, batches, renew_ack):
-        return ErrorCode.invalid_request
+        return ErrorCode.invalid_request, None
     if not batches:
-        return ErrorCode.none
+        return ErrorCode.none, None
     return ctx.cluster.share_partitions.acknowledge(
         group_id,
         topic.name,

@@ -5,8 +5,9 @@ has the rules) within its share session (state/share_sessions.py has the epochs)
 Acknowledgements ride along: each acknowledged partition's result is its
 acknowledge_error_code. The records returned are the log's batches covering the acquired
 offsets, with acquired_records ranges and their delivery counts; the consumer drops the
-records outside them. Only partitions with records, an error or an acknowledgement result
-are listed, as Kafka 4.4 lists them. When nothing can be acquired the request waits
+records outside them. A full fetch (epoch 0) lists every partition of its session; a
+later one only those with records, an error or an acknowledgement result, as Kafka 4.4
+lists them. When nothing can be acquired the request waits
 (long poll) up to max_wait, woken by appends to its partitions and by records released
 (acknowledgements, expired locks, share sessions closing).
 Checks as Kafka's KafkaApis: a group id (INVALID_REQUEST), READ on the group
@@ -269,6 +270,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         _share.end_with_connection(ctx)
     session = step.session
     answer = _Answer()
+    if step.full:
+        # A full fetch lists every partition of the session, records or not (Kafka 4.4);
+        # a later one only those with records, an error or an acknowledgement result.
+        for topic_id, index in session.partitions:
+            answer.entry(topic_id, index, ctx.cluster.topics.by_id(topic_id))
     for fetch_topic in request.topics:
         for wanted_partition in fetch_topic.partitions:
             batches = wanted_partition.acknowledgement_batches
@@ -276,11 +282,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             index = wanted_partition.partition_index
             topic, code = _share.locate(ctx, fetch_topic.topic_id, index)
+            message = None
             if code == ErrorCode.none and topic is not None:
-                code = _share.acknowledge(
+                code, message = _share.acknowledge(
                     ctx, group_id, member_id, topic, index, batches, renew_ack
                 )
-            answer.entry(fetch_topic.topic_id, index, topic)["acknowledge_error_code"] = code
+            entry = answer.entry(fetch_topic.topic_id, index, topic)
+            entry["acknowledge_error_code"] = code
+            entry["acknowledge_error_message"] = message
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, session)
         return answer.build(ctx, group_id)

@@ -31,10 +31,10 @@ The rules (Kafka 4.4's SharePartition):
 - Acknowledgements (by the member holding the records acquired): 0 gap and 3 reject
   archive, 1 accept acknowledges, 2 release makes Available again (Archived past the
   delivery count limit), 4 renew locks them again for a full lock duration. An
-  acknowledgement of records that are not Acquired, or acquired by another member, is
-  refused whole with INVALID_RECORD_STATE, and nothing of that partition's
-  acknowledgement is applied. Offsets before the log start (deleted while in flight)
-  are skipped.
+  acknowledgement of records in flight that are not Acquired, or acquired by another
+  member, is refused whole with INVALID_RECORD_STATE; one that reaches past the records
+  in flight with INVALID_REQUEST; nothing of that partition's acknowledgement is applied
+  then. Offsets before the start offset (done, or deleted from the log) are skipped.
 - The SPSO moves past Acknowledged and Archived records at the front, never past an
   Available or Acquired one. When retention or DeleteRecords moves the log start past
   the SPSO, the SPSO follows it and the in-flight records before it are dropped.
@@ -63,6 +63,14 @@ ACK_ACCEPT = 1
 ACK_RELEASE = 2
 ACK_REJECT = 3
 ACK_RENEW = 4
+
+# Kafka 4.4's messages for acknowledgements it refuses.
+PAST_ACQUIRED_FIRST = (
+    "Batch record not found. The first offset in request is past acquired records."
+)
+PAST_ACQUIRED_LAST = "Batch record not found. The last offset in request is past acquired records."
+NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
+NOT_OWNER = "Member is not the owner of batch record"
 
 # How many bytes of log an acquisition reads at a time to find batch boundaries.
 SCAN_BYTES = 256 * 1024
@@ -360,21 +368,28 @@ class SharePartition:
         now: float,
         settings: ShareSettings,
         log_start: int,
-    ) -> ErrorCode:
-        """Apply (first, last, types) acknowledgements of `member`, all or none."""
+    ) -> tuple[ErrorCode, str | None]:
+        """Apply (first, last, types) acknowledgements of `member`, all or none; the
+        error and Kafka 4.4's message for it."""
         self.follow_log_start(log_start)
         self.expire(now, settings.delivery_limit)
         pieces: list[tuple[int, int, int]] = []
         for first, last, types in batches:
-            first = max(first, log_start)
-            if first > last:
-                continue  # deleted from the log while in flight
+            if first >= self.end_offset:
+                return ErrorCode.invalid_request, PAST_ACQUIRED_FIRST
+            if last >= self.end_offset:
+                return ErrorCode.invalid_request, PAST_ACQUIRED_LAST
+            # Offsets before the start offset are done (or deleted): skipped, as Kafka
+            # skips them.
+            clamped = max(first, self.start_offset)
+            if clamped > last:
+                continue
             if len(types) == 1:
-                pieces.append((first, last, types[0]))
+                pieces.append((clamped, last, types[0]))
                 continue
             # One type per offset: consecutive offsets of one type as one piece.
-            offset = first
-            for kind, same in itertools.groupby(types[first - (last - len(types) + 1) :]):
+            offset = clamped
+            for kind, same in itertools.groupby(types[clamped - first :]):
                 count = sum(1 for _ in same)
                 pieces.append((offset, offset + count - 1, kind))
                 offset += count
@@ -382,8 +397,11 @@ class SharePartition:
         for first, last, _ in pieces:
             # A batch starting at the previous one's last offset names that record twice:
             # it is no longer Acquired when the second comes to it.
-            if first <= previous_last or not self._held_by(member, first, last):
-                return ErrorCode.invalid_record_state
+            if first <= previous_last:
+                return ErrorCode.invalid_record_state, NOT_ACQUIRED
+            refusal = self._refusal(member, first, last)
+            if refusal is not None:
+                return ErrorCode.invalid_record_state, refusal
             previous_last = last
         for first, last, kind in pieces:
             self._split_at(first)
@@ -395,19 +413,20 @@ class SharePartition:
                     break
                 self._apply(run, kind, now, settings)
         self._normalize()
-        return ErrorCode.none
+        return ErrorCode.none, None
 
-    def _held_by(self, member: str, first: int, last: int) -> bool:
-        if first < self.start_offset or last >= self.end_offset:
-            return False
+    def _refusal(self, member: str, first: int, last: int) -> str | None:
+        """Why `member` may not acknowledge first..last (all in flight), or None."""
         index = self._index_of(first)
         assert index is not None
         for run in self.runs[index:]:
             if run.first > last:
                 break
-            if run.state != RecordState.ACQUIRED or run.member != member:
-                return False
-        return True
+            if run.state != RecordState.ACQUIRED:
+                return NOT_ACQUIRED
+            if run.member != member:
+                return NOT_OWNER
+        return None
 
     def _apply(self, run: Run, kind: int, now: float, settings: ShareSettings) -> None:
         if kind == ACK_ACCEPT:
@@ -634,23 +653,27 @@ class SharePartitionStore:
         member_id: str,
         batches: Iterable[tuple[int, int, tuple[int, ...]]],
         now: float,
-    ) -> ErrorCode:
+    ) -> tuple[ErrorCode, str | None]:
         """ShareFetch/ShareAcknowledge acknowledgements of one partition (validated for
-        form by the caller): NONE or INVALID_RECORD_STATE (nothing applied then)."""
+        form by the caller): NONE, or why not (nothing applied then) with Kafka's message:
+        INVALID_REQUEST past the records in flight, INVALID_RECORD_STATE for records the
+        member does not hold acquired."""
         partition = self.partitions.get((group_id, topic, index))
         log = self.log_of(topic, index)
         if partition is None or log is None:
-            return ErrorCode.invalid_record_state
+            return ErrorCode.invalid_request, PAST_ACQUIRED_FIRST
         settings = self.settings_of(group_id)
         before = partition.start_offset
-        code = partition.acknowledge(member_id, list(batches), now, settings, log.log_start_offset)
+        code, message = partition.acknowledge(
+            member_id, list(batches), now, settings, log.log_start_offset
+        )
         if code == ErrorCode.none:
             self._persist((group_id, topic, index))
-            if partition.runs and any(r.state == RecordState.AVAILABLE for r in partition.runs):
+            if any(r.state == RecordState.AVAILABLE for r in partition.runs):
                 self.on_change(log)  # released records: waiting fetches can take them
             elif partition.start_offset != before:
                 self.on_change(log)
-        return code
+        return code, message
 
     # --- the coordinator's and offset APIs' calls ---
 
