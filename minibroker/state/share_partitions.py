@@ -32,9 +32,10 @@ The rules (Kafka 4.4's SharePartition):
   archive, 1 accept acknowledges, 2 release makes Available again (Archived past the
   delivery count limit), 4 renew locks them again for a full lock duration. An
   acknowledgement of records in flight that are not Acquired, or acquired by another
-  member, is refused whole with INVALID_RECORD_STATE; one that reaches past the records
-  in flight with INVALID_REQUEST; nothing of that partition's acknowledgement is applied
-  then. Offsets before the start offset (done, or deleted from the log) are skipped.
+  member, or made when no record is in flight, is refused whole with
+  INVALID_RECORD_STATE; one that reaches past the records in flight with
+  INVALID_REQUEST; nothing of that partition's acknowledgement is applied then.
+  Offsets before the start offset (done, or deleted from the log) are skipped.
 - The SPSO moves past Acknowledged and Archived records at the front, never past an
   Available or Acquired one. When retention or DeleteRecords moves the log start past
   the SPSO, the SPSO follows it and the in-flight records before it are dropped.
@@ -70,6 +71,7 @@ PAST_ACQUIRED_FIRST = (
 )
 PAST_ACQUIRED_LAST = "Batch record not found. The last offset in request is past acquired records."
 NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
+NOT_IN_FLIGHT = "Batch record not found. The request batch offsets are not found in the cache."
 NOT_OWNER = "Member is not the owner of batch record"
 
 # How many bytes of log an acquisition reads at a time to find batch boundaries.
@@ -374,6 +376,8 @@ class SharePartition:
         self.follow_log_start(log_start)
         self.expire(now, settings.delivery_limit)
         pieces: list[tuple[int, int, int]] = []
+        if not self.runs:
+            return ErrorCode.invalid_record_state, NOT_IN_FLIGHT
         for first, last, types in batches:
             if first >= self.end_offset:
                 return ErrorCode.invalid_request, PAST_ACQUIRED_FIRST
@@ -661,7 +665,7 @@ class SharePartitionStore:
         partition = self.partitions.get((group_id, topic, index))
         log = self.log_of(topic, index)
         if partition is None or log is None:
-            return ErrorCode.invalid_request, PAST_ACQUIRED_FIRST
+            return ErrorCode.invalid_record_state, NOT_IN_FLIGHT
         settings = self.settings_of(group_id)
         before = partition.start_offset
         code, message = partition.acknowledge(
