@@ -5,9 +5,9 @@ has the rules) within its share session (state/share_sessions.py has the epochs)
 Acknowledgements ride along: each acknowledged partition's result is its
 acknowledge_error_code. The records returned are the log's batches covering the acquired
 offsets, with acquired_records ranges and their delivery counts; the consumer drops the
-records outside them. A full fetch (epoch 0) lists every partition of its session; a
-later one only those with records, an error or an acknowledgement result, as Kafka 4.4
-lists them. When nothing can be acquired the request waits
+records outside them. A full fetch (epoch 0), and any answer with records, lists every
+partition of its session; a later one without records only those with an error or an
+acknowledgement result, as Kafka 4.4 lists them. When nothing can be acquired the request waits
 (long poll) up to max_wait, woken by appends to its partitions and by records released
 (acknowledgements, expired locks, share sessions closing).
 Checks as Kafka's KafkaApis: a group id (INVALID_REQUEST), READ on the group
@@ -160,7 +160,7 @@ def _acquire(
     byte_budget = cluster.config.fetch_max_bytes
     if request.max_bytes > 0:
         byte_budget = min(byte_budget, request.max_bytes)
-    found = False
+    found = acquired_any = False
     now = cluster.clock.monotonic()
     group_exists = cluster.group_type(group_id) == "share"
 
@@ -211,6 +211,12 @@ def _acquire(
             )
             for item in acquired
         )
+        acquired_any = True
+    if acquired_any:
+        # An answer with records lists every partition of the session, as Kafka 4.4's
+        # (a later fetch with none lists only errors and acknowledgement results).
+        for topic_id, index in session.partitions:
+            answer.entry(topic_id, index, cluster.topics.by_id(topic_id))
     return found
 
 
