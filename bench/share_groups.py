@@ -3,17 +3,21 @@ a six-partition topic, minibroker side by side with Apache Kafka 4.4.0.
 
     python -m bench.share_groups [--quick] [--runs N] [--records N]
 
-The workload: 1,800 records already in a 6-partition topic (written in batches of 10),
-then 18 consumers start at once, each in a thread of its own, and handle every record they
-get in 10 ms (a sleep). A consumer group gives each partition to one member, so 6 members
-work and 12 sit idle; a share group lets all 18 read the partitions together. Measured:
-the wall time from the consumers' start until every record has been handled, the time
-from the first record handled to the last, and how many members handled records.
+The workload: 1,800 records on a 6-partition topic (written in batches of 10) and 18
+consumers, each in a thread of its own, handling every record they get in 10 ms (a
+sleep). A consumer group gives each partition to one member, so 6 members work and 12 sit
+idle; a share group lets all 18 read the partitions together. Two ways, each timed until
+every record has been handled:
+- the group settled first (all 18 members in, assigned), then the records written; timed
+  from the writing: the steady state of a queue of jobs;
+- the records waiting, then the 18 consumers started; timed from their start, so it
+  includes the group forming; also timed from the first record handled to the last.
+Also counted: how many members handled records, and how many the busiest one did.
 
 Both brokers run in child processes (bench/runner.py), the clients (confluent-kafka's
 Consumer and ShareConsumer) in this one; sides alternate run by run; medians. The tables
 are printed and written to bench/SHARE_GROUPS_RESULTS.md. A side that does not serve share
-groups (its IncrementalAlterConfigs of the group config is refused) is reported as such.
+groups (no member gets a record) is reported as such.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ WARM_UP_RECORDS = 180
 # a share group whose members have handled nothing this long after starting is taken for a
 # broker that does not serve share groups (Kafka 4.4 hands out the first records at about 5 s)
 FIRST_RECORD_CAP_S = 20.0
+SETTLE_QUIET_S = 1.0  # a consumer group counts as settled once unchanged this long
 
 
 class NotServed(Exception):
@@ -101,6 +106,8 @@ class Crew:
         self.first_at: float | None = None
         self.last_at = 0.0
         self.errors: list[str] = []
+        self._owned: dict[str, frozenset[int]] = {}  # consumer groups: the latest assignment
+        self._assigned_at = 0.0
 
     def _handle(self, member: str, record: tuple[int, int]) -> None:
         time.sleep(HANDLER_S)
@@ -132,6 +139,44 @@ class Crew:
         thread = threading.Thread(target=run, name=member, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def assigned(self, member: str, partitions: list[Any]) -> None:
+        with self._lock:
+            self._owned[member] = frozenset(p.partition for p in partitions)
+            self._assigned_at = time.perf_counter()
+
+    def settled(self, members: int, partitions: int, quiet_s: float) -> bool:
+        """Every member assigned, each partition held once, no change for `quiet_s`."""
+        with self._lock:
+            held = sorted(p for owned in self._owned.values() for p in owned)
+            return (
+                len(self._owned) == members
+                and held == list(range(partitions))
+                and time.perf_counter() - self._assigned_at >= quiet_s
+            )
+
+    def working(self) -> int:
+        with self._lock:
+            return len(self.by_member)
+
+    def reset(self) -> None:
+        """Forget what was handled so far (the settling) before the timed part."""
+        with self._lock:
+            self.by_member.clear()
+            self.distinct.clear()
+            self.handled = 0
+            self.first_at = None
+            self.last_at = 0.0
+
+    def outcome(self, started: float, finished: bool, side: str, kind: str) -> Outcome:
+        if self.errors:
+            log(f"{side} {kind}: {len(self.errors)} errors, first: {self.errors[0]}")
+        with self._lock:
+            first, last = self.first_at, self.last_at
+            wall = last - started if finished else None
+            busy = last - first if finished and first is not None else None
+            busiest = max(self.by_member.values(), default=0)
+            return Outcome(wall, busy, len(self.by_member), busiest, self.handled)
 
     def idle_since(self, started: float) -> float:
         """Seconds since `started` while no record has been handled yet, else 0."""
@@ -165,14 +210,14 @@ def set_group_config(bootstrap: str, group: str, name: str, value: str) -> None:
     admin.incremental_alter_configs([resource])[resource].result(15)
 
 
-def new_member(kind: str, bootstrap: str, group: str, name: str, topic: str) -> Any:
+def new_member(kind: str, bootstrap: str, group: str, name: str, topic: str, crew: Crew) -> Any:
     common = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, **QUIET}
     if kind == "share":
         share = ShareConsumer({**common, "max.poll.records": BATCH})
         share.subscribe([topic])
         return share
     consumer = Consumer({**common, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
+    consumer.subscribe([topic], on_assign=lambda _, parts: crew.assigned(name, parts))
     return consumer
 
 
@@ -184,39 +229,89 @@ def poller(kind: str, client: Any) -> Callable[[], list[Any]]:
 
 @dataclass(frozen=True)
 class Outcome:
-    wall_s: float | None  # consumers' start until every record was handled; None: capped
+    wall_s: float | None  # start of the timed part until every record was handled; None: capped
     busy_s: float | None  # first record handled until the last
     working: int  # members that handled a record
+    busiest: int  # records handled by the member that handled the most
     handled: int  # records handled, redeliveries included
 
 
-def run_workload(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
-    """One run: a fresh topic holding `plan.records`, then 18 members of a fresh group."""
-    topic, group = f"jobs-{uuid.uuid4().hex[:8]}", f"{kind}-{uuid.uuid4().hex[:8]}"
-    host.create_topic(topic, PARTITIONS)
-    produce(host.bootstrap, topic, plan.records)
+def start_crew(host: ServerProcess, kind: str, topic: str, group: str) -> Crew:
     if kind == "share":
         # a share group starts at the partitions' end unless its group config says otherwise
         set_group_config(host.bootstrap, group, "share.auto.offset.reset", "earliest")
     crew = Crew()
+    for index in range(MEMBERS):
+        name = f"worker-{index:02d}"
+        client = new_member(kind, host.bootstrap, group, name, topic, crew)
+        crew.start(name, poller(kind, client), client.close)
+    return crew
+
+
+def wait_handled(crew: Crew, kind: str, records: int, started: float, cap_s: float) -> bool:
+    deadline = started + cap_s
+    while not crew.done(records) and time.perf_counter() < deadline:
+        if kind == "share" and crew.idle_since(started) > FIRST_RECORD_CAP_S:
+            raise NotServed(f"no member got a record in {FIRST_RECORD_CAP_S:.0f} s")
+        time.sleep(0.005)
+    return crew.done(records)
+
+
+def settle(host: ServerProcess, crew: Crew, kind: str, topic: str, cap_s: float) -> bool:
+    """Bring a new group to its steady state. A consumer group: every member has been
+    assigned and together they hold each partition once, unchanged for SETTLE_QUIET_S. A
+    share group (its client reports no assignment): records trickle in, one per partition
+    every 0.2 s, until every member has handled one; then the trickle is drained."""
     started = time.perf_counter()
+    deadline = started + cap_s
+    if kind == "consumer":
+        while time.perf_counter() < deadline:
+            if crew.settled(MEMBERS, PARTITIONS, SETTLE_QUIET_S):
+                return True
+            time.sleep(0.01)
+        return False
+    trickled = 0
+    while crew.working() < MEMBERS and time.perf_counter() < deadline:
+        if crew.idle_since(started) > FIRST_RECORD_CAP_S:
+            raise NotServed(f"no member got a record in {FIRST_RECORD_CAP_S:.0f} s")
+        produce(host.bootstrap, topic, PARTITIONS)
+        trickled += PARTITIONS
+        time.sleep(0.2)
+    return crew.working() == MEMBERS and wait_handled(crew, kind, trickled, started, cap_s)
+
+
+def run_backlog(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
+    """From cold: a fresh topic already holding `plan.records`, then 18 members of a fresh
+    group start; timed from their start."""
+    topic, group = f"jobs-{uuid.uuid4().hex[:8]}", f"{kind}-{uuid.uuid4().hex[:8]}"
+    host.create_topic(topic, PARTITIONS)
+    produce(host.bootstrap, topic, plan.records)
+    started = time.perf_counter()
+    crew = start_crew(host, kind, topic, group)
     try:
-        for index in range(MEMBERS):
-            client = new_member(kind, host.bootstrap, group, f"worker-{index:02d}", topic)
-            crew.start(f"worker-{index:02d}", poller(kind, client), client.close)
-        deadline = started + plan.cap_s
-        while not crew.done(plan.records) and time.perf_counter() < deadline:
-            if kind == "share" and crew.idle_since(started) > FIRST_RECORD_CAP_S:
-                raise NotServed(f"no member got a record in {FIRST_RECORD_CAP_S:.0f} s")
-            time.sleep(0.005)
-        finished = crew.done(plan.records)
+        finished = wait_handled(crew, kind, plan.records, started, plan.cap_s)
     finally:
         crew.stop()
-    if crew.errors:
-        log(f"{host.kind} {kind}: {len(crew.errors)} errors, first: {crew.errors[0]}")
-    wall = crew.last_at - started if finished else None
-    busy = crew.last_at - crew.first_at if finished and crew.first_at is not None else None
-    return Outcome(wall, busy, len(crew.by_member), crew.handled)
+    return crew.outcome(started, finished, host.kind, kind)
+
+
+def run_settled(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
+    """Steady state: 18 members of a fresh group on a fresh topic settle first (`settle`),
+    then `plan.records` are written; timed from the start of the writing."""
+    topic, group = f"jobs-{uuid.uuid4().hex[:8]}", f"{kind}-{uuid.uuid4().hex[:8]}"
+    host.create_topic(topic, PARTITIONS)
+    crew = start_crew(host, kind, topic, group)
+    try:
+        if not settle(host, crew, kind, topic, plan.cap_s):
+            log(f"{host.kind} {KIND_LABEL[kind]} did not settle in {plan.cap_s:.0f} s")
+            return crew.outcome(0.0, False, host.kind, kind)
+        crew.reset()
+        started = time.perf_counter()
+        produce(host.bootstrap, topic, plan.records)
+        finished = wait_handled(crew, kind, plan.records, started, plan.cap_s)
+    finally:
+        crew.stop()
+    return crew.outcome(started, finished, host.kind, kind)
 
 
 # --- the runs ---
@@ -225,9 +320,20 @@ def run_workload(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
 @dataclass
 class Samples(harness.Samples):
     working: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    busiest: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     handled: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     not_served: dict[str, str] = field(default_factory=dict)  # side: why share groups are not
     kafka_missing: str | None = None
+
+
+MODES: dict[str, Callable[[ServerProcess, str, Plan], Outcome]] = {
+    "settled": run_settled,
+    "backlog": run_backlog,
+}
+MODE_LABEL = {
+    "settled": "the group settled first, then the records written",
+    "backlog": "the records waiting, then the group started",
+}
 
 
 def measure(plan: Plan) -> Samples:
@@ -242,31 +348,37 @@ def measure(plan: Plan) -> Samples:
             hosts["kafka"] = stack.enter_context(server("kafka"))
         for host in hosts.values():
             for kind in KINDS:  # untimed: the first group of a kind loads code (Kafka: JIT)
-                attempt(samples, host, kind, replace(plan, records=WARM_UP_RECORDS))
+                attempt(samples, host, "backlog", kind, replace(plan, records=WARM_UP_RECORDS))
         for run in range(plan.runs):
             for side, host in hosts.items():
-                for kind in KINDS:
-                    outcome = attempt(samples, host, kind, plan)
-                    if outcome is None:
-                        continue
-                    samples.add(kind, side, outcome.wall_s)
-                    samples.add(f"{kind}_busy", side, outcome.busy_s)
-                    samples.working.setdefault((kind, side), []).append(outcome.working)
-                    samples.handled.setdefault((kind, side), []).append(outcome.handled)
-                    log(
-                        f"run {run + 1}: {side} {KIND_LABEL[kind]}: "
-                        f"{_s(outcome.wall_s)} wall, {_s(outcome.busy_s)} handling, "
-                        f"{outcome.working} members worked, {outcome.handled} handled"
-                    )
+                for mode in MODES:
+                    for kind in KINDS:
+                        outcome = attempt(samples, host, mode, kind, plan)
+                        if outcome is None:
+                            continue
+                        key = f"{mode}_{kind}"
+                        samples.add(key, side, outcome.wall_s)
+                        samples.add(f"{key}_busy", side, outcome.busy_s)
+                        samples.working.setdefault((key, side), []).append(outcome.working)
+                        samples.busiest.setdefault((key, side), []).append(outcome.busiest)
+                        samples.handled.setdefault((key, side), []).append(outcome.handled)
+                        log(
+                            f"run {run + 1}: {side} {mode} {KIND_LABEL[kind]}: "
+                            f"{_s(outcome.wall_s)} wall, {_s(outcome.busy_s)} handling, "
+                            f"{outcome.working} members worked, the busiest "
+                            f"{outcome.busiest} records, {outcome.handled} handled"
+                        )
     return samples
 
 
-def attempt(samples: Samples, host: ServerProcess, kind: str, plan: Plan) -> Outcome | None:
+def attempt(
+    samples: Samples, host: ServerProcess, mode: str, kind: str, plan: Plan
+) -> Outcome | None:
     """One run, or None where the side does not serve share groups (noted once)."""
     if kind == "share" and host.kind in samples.not_served:
         return None
     try:
-        return run_workload(host, kind, plan)
+        return MODES[mode](host, kind, plan)
     except (KafkaException, NotServed) as error:
         samples.not_served[host.kind] = str(error.args[0])
         log(f"{host.kind}: share groups not served: {error.args[0]}")
@@ -294,12 +406,11 @@ def _cell(samples: Samples, metric: str, kind: str, side: str) -> str:
     return _s(samples.median(metric, side))
 
 
-def _members(samples: Samples, kind: str, side: str) -> str:
-    found = samples.working.get((kind, side), [])
+def _range(found: list[int]) -> str:
     if not found:
         return "n/a"
     low, high = min(found), max(found)
-    return f"{low}" if low == high else f"{low}-{high}"
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
 
 
 def table(samples: Samples, plan: Plan) -> list[str]:
@@ -308,22 +419,29 @@ def table(samples: Samples, plan: Plan) -> list[str]:
         f"| {KAFKA_NAME} | minibroker / Kafka |",
         "|---|---|---|---|",
     ]
-    for kind in KINDS:
-        label = KIND_LABEL[kind]
-        for metric, what in ((kind, "wall time"), (f"{kind}_busy", "first to last record")):
-            cells = [_cell(samples, metric, kind, side) for side in SIDES]
-            ratio = _ratio(samples.median(metric, "minibroker"), samples.median(metric, "kafka"))
-            lines.append(f"| {label}: {what} | {cells[0]} | {cells[1]} | {ratio} |")
-        members = [_members(samples, kind, side) for side in SIDES]
-        lines.append(f"| {label}: members that handled records | {members[0]} | {members[1]} | |")
-    lines.append(
-        "| share group / consumer group, wall time | "
-        + " | ".join(
-            _ratio(samples.median("share", side), samples.median("consumer", side))
+    for mode, how in MODE_LABEL.items():
+        lines.append(f"| **{how}** | | | |")
+        for kind in KINDS:
+            key, label = f"{mode}_{kind}", KIND_LABEL[kind]
+            for metric, what in ((key, "wall time"), (f"{key}_busy", "first to last record")):
+                if mode == "settled" and metric.endswith("_busy"):
+                    continue  # timed from the writing: the wall time is the figure
+                cells = [_cell(samples, metric, kind, side) for side in SIDES]
+                ratio = _ratio(
+                    samples.median(metric, "minibroker"), samples.median(metric, "kafka")
+                )
+                lines.append(f"| {label}: {what} | {cells[0]} | {cells[1]} | {ratio} |")
+            worked = [_range(samples.working.get((key, side), [])) for side in SIDES]
+            most = [_range(samples.busiest.get((key, side), [])) for side in SIDES]
+            lines.append(
+                f"| {label}: members that handled records, records of the busiest "
+                f"| {worked[0]}, {most[0]} | {worked[1]}, {most[1]} | |"
+            )
+        ratios = [
+            _ratio(samples.median(f"{mode}_share", side), samples.median(f"{mode}_consumer", side))
             for side in SIDES
-        )
-        + " | |"
-    )
+        ]
+        lines.append(f"| share group / consumer group, wall time | {ratios[0]} | {ratios[1]} | |")
     return lines
 
 
@@ -331,39 +449,48 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
     ideal_consumer = plan.records / PARTITIONS * HANDLER_S
     ideal_share = plan.records / MEMBERS * HANDLER_S
     lines = [
-        f"- Medians of {plan.runs} run{'s' if plan.runs != 1 else ''} per side and group "
-        f"kind, sides alternating run by run. Machine: {os.cpu_count()} CPUs shared with "
-        f"other work (load average {load[0]} at the start, {load[1]} at the end), Python "
-        f"{platform.python_version()}, confluent-kafka {client_version()}.",
-        f"- Each run: a fresh 6-partition topic holding {plan.records:,} records (written "
-        f"before the consumers start, in batches of at most {BATCH}) and a fresh group; 18 "
-        "consumers start at once, each polling in a thread of its own, and sleep 10 ms per "
-        "record. Wall time: from the first consumer's creation until every record has been "
-        "handled at least once; first to last record: from the first record handled to the "
-        "last. Capped runs (over "
-        f"{plan.cap_s:.0f} s) count as missing.",
+        f"- Medians of {plan.runs} run{'s' if plan.runs != 1 else ''} per side, way and "
+        f"group kind, sides alternating run by run; ranges for the member counts. Machine: "
+        f"{os.cpu_count()} CPUs shared with other work (load average {load[0]} at the "
+        f"start, {load[1]} at the end), Python {platform.python_version()}, confluent-kafka "
+        f"{client_version()}.",
+        "- Every run has a fresh 6-partition topic and a fresh group of 18 consumers that "
+        "start at once, each polling in a thread of its own and sleeping 10 ms per record; "
+        f"records are written in batches of at most {BATCH}.",
+        "- Group settled first: the consumers start on the empty topic; a consumer group "
+        "counts as settled when every member has been assigned and together they hold each "
+        f"partition once, unchanged for {SETTLE_QUIET_S:.0f} s; a share group (its client "
+        "reports no assignment) when every member has handled a record of a trickle (one "
+        "record per partition every 0.2 s) and the trickle is drained. Then "
+        f"{plan.records:,} records are written; the wall time runs from the start of the "
+        "writing until every one has been handled.",
+        f"- Records waiting: {plan.records:,} records are written first, then the consumers "
+        "start; the wall time runs from the first consumer's creation until every record "
+        "has been handled, so it includes the group forming; first to last record runs from "
+        "the first record handled to the last.",
         f"- The handlers alone bound the figures from below: {ideal_consumer:.1f} s when 6 "
-        f"members share the work, {ideal_share:.1f} s when 18 do. The rest is the groups "
-        "forming (joins and the first assignment) and fetching.",
+        f"members share the work, {ideal_share:.1f} s when 18 do.",
         "- Consumer group: confluent-kafka `Consumer` with librdkafka's defaults (classic "
-        "protocol, eager `range,roundrobin` assignors) and auto.offset.reset=earliest. Share "
-        f"group: `ShareConsumer` with max.poll.records={BATCH} and implicit acknowledgement; "
-        "the group's share.auto.offset.reset is set to earliest (IncrementalAlterConfigs) "
-        "before its members start. A broker may hand one member a whole stored batch, hence "
-        "the batches of 10.",
+        "protocol, eager `range,roundrobin` assignors, heartbeat.interval.ms 3000) and "
+        "auto.offset.reset=earliest. Share group: `ShareConsumer` with "
+        f"max.poll.records={BATCH} and implicit acknowledgement; the group's "
+        "share.auto.offset.reset is set to earliest (IncrementalAlterConfigs) before its "
+        "members start. A broker may hand one member a whole stored batch, hence the "
+        "batches of 10.",
         f"- {KAFKA_NAME}: one KRaft node from its own jars (`bench/runner.py serve kafka`) "
         "with the settings of `minibroker.testing.real_kafka.TEST_SETTINGS`; share groups "
-        "with its defaults (share.heartbeat.interval.ms 5,000: members that join after the "
-        "first are given partitions at a later heartbeat). minibroker: a fresh broker with "
-        "its defaults.",
+        "with its defaults (group.share.heartbeat.interval.ms 5,000: a member is given "
+        "partitions in a heartbeat answer). minibroker: a fresh broker with its defaults.",
+        f"- Capped runs (over {plan.cap_s:.0f} s) count as missing; a median with a capped "
+        "run in it is shown as capped.",
     ]
     for side, why in samples.not_served.items():
         lines.append(f"- {side} did not serve share groups in this run: {why}")
     if samples.kafka_missing is not None:
         lines.append(f"- Not measured beside {KAFKA_NAME}: {samples.kafka_missing}")
     redelivered = [
-        f"{KIND_LABEL[kind]} on {side}: {max(counts) - plan.records:,}"
-        for (kind, side), counts in sorted(samples.handled.items())
+        f"{key.replace('_', ' ')} group on {side}: {max(counts) - plan.records:,}"
+        for (key, side), counts in sorted(samples.handled.items())
     ]
     if redelivered:
         lines.append(
