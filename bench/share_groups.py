@@ -431,11 +431,16 @@ def table(samples: Samples, plan: Plan) -> list[str]:
                     samples.median(metric, "minibroker"), samples.median(metric, "kafka")
                 )
                 lines.append(f"| {label}: {what} | {cells[0]} | {cells[1]} | {ratio} |")
-            worked = [_range(samples.working.get((key, side), [])) for side in SIDES]
-            most = [_range(samples.busiest.get((key, side), [])) for side in SIDES]
+            counts = [
+                "not served"
+                if kind == "share" and side in samples.not_served
+                else f"{_range(samples.working.get((key, side), []))}, "
+                f"{_range(samples.busiest.get((key, side), []))}"
+                for side in SIDES
+            ]
             lines.append(
                 f"| {label}: members that handled records, records of the busiest "
-                f"| {worked[0]}, {most[0]} | {worked[1]}, {most[1]} | |"
+                f"| {counts[0]} | {counts[1]} | |"
             )
         ratios = [
             _ratio(samples.median(f"{mode}_share", side), samples.median(f"{mode}_consumer", side))
