@@ -126,6 +126,14 @@ def produce(bootstrap: str, topic: str, per_partition: int) -> set[Record]:
     return written
 
 
+def poll_one(consumer: Consumer) -> Callable[[], list[Any]]:
+    return lambda: [m for m in [consumer.poll(0.05)] if m is not None]
+
+
+def poll_batch(consumer: ShareConsumer) -> Callable[[], list[Any]]:
+    return lambda: list(consumer.poll(0.05))
+
+
 def set_group_config(bootstrap: str, group: str, name: str, value: str) -> None:
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
@@ -166,7 +174,7 @@ def test_consumer_group_keeps_six_of_eighteen_busy(kafka_broker: Any, kafka_topi
             consumer.subscribe([topic], on_assign=on_assign(name))
             members.start(
                 name,
-                lambda c=consumer: [m for m in [c.poll(0.05)] if m is not None],
+                poll_one(consumer),
                 consumer.close,
             )
 
@@ -216,7 +224,7 @@ def test_share_group_puts_all_eighteen_to_work(kafka_broker: Any, kafka_topic: A
                 }
             )
             consumer.subscribe([topic])
-            members.start(name, lambda c=consumer: list(c.poll(0.05)), consumer.close)
+            members.start(name, poll_batch(consumer), consumer.close)
 
         # Keep work coming until every member has had some (members join one by one).
         deadline = time.monotonic() + WAIT_S
