@@ -72,6 +72,7 @@ WARM_UP_RECORDS = 180
 # a share group whose members have handled nothing this long after starting is taken for a
 # broker that does not serve share groups (Kafka 4.4 hands out the first records at about 5 s)
 FIRST_RECORD_CAP_S = 20.0
+SETTLE_BACKLOG = 2 * MEMBERS * BATCH  # records kept waiting while a share group settles
 SETTLE_QUIET_S = 1.0  # a consumer group counts as settled once unchanged this long
 
 
@@ -154,6 +155,10 @@ class Crew:
                 and held == list(range(partitions))
                 and time.perf_counter() - self._assigned_at >= quiet_s
             )
+
+    def distinct_count(self) -> int:
+        with self._lock:
+            return len(self.distinct)
 
     def working(self) -> int:
         with self._lock:
@@ -260,8 +265,8 @@ def wait_handled(crew: Crew, kind: str, records: int, started: float, cap_s: flo
 def settle(host: ServerProcess, crew: Crew, kind: str, topic: str, cap_s: float) -> bool:
     """Bring a new group to its steady state. A consumer group: every member has been
     assigned and together they hold each partition once, unchanged for SETTLE_QUIET_S. A
-    share group (its client reports no assignment): records trickle in, one per partition
-    every 0.2 s, until every member has handled one; then the trickle is drained."""
+    share group (its client reports no assignment): a backlog of SETTLE_BACKLOG records
+    is kept waiting until every member has handled one; then it is drained."""
     started = time.perf_counter()
     deadline = started + cap_s
     if kind == "consumer":
@@ -270,14 +275,15 @@ def settle(host: ServerProcess, crew: Crew, kind: str, topic: str, cap_s: float)
                 return True
             time.sleep(0.01)
         return False
-    trickled = 0
+    written = 0
     while crew.working() < MEMBERS and time.perf_counter() < deadline:
         if crew.idle_since(started) > FIRST_RECORD_CAP_S:
             raise NotServed(f"no member got a record in {FIRST_RECORD_CAP_S:.0f} s")
-        produce(host.bootstrap, topic, PARTITIONS)
-        trickled += PARTITIONS
-        time.sleep(0.2)
-    return crew.working() == MEMBERS and wait_handled(crew, kind, trickled, started, cap_s)
+        if written - crew.distinct_count() < SETTLE_BACKLOG:
+            produce(host.bootstrap, topic, SETTLE_BACKLOG)
+            written += SETTLE_BACKLOG
+        time.sleep(0.05)
+    return crew.working() == MEMBERS and wait_handled(crew, kind, written, started, cap_s)
 
 
 def run_backlog(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
@@ -465,8 +471,8 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         "- Group settled first: the consumers start on the empty topic; a consumer group "
         "counts as settled when every member has been assigned and together they hold each "
         f"partition once, unchanged for {SETTLE_QUIET_S:.0f} s; a share group (its client "
-        "reports no assignment) when every member has handled a record of a trickle (one "
-        "record per partition every 0.2 s) and the trickle is drained. Then "
+        "reports no assignment) when every member has handled a record, with a backlog of "
+        f"{SETTLE_BACKLOG} records kept waiting meanwhile, and the backlog is drained. Then "
         f"{plan.records:,} records are written; the wall time runs from the start of the "
         "writing until every one has been handled.",
         f"- Records waiting: {plan.records:,} records are written first, then the consumers "

@@ -34,6 +34,7 @@ PARTITIONS = 6
 MEMBERS = 18
 HANDLER_S = 0.010  # the slow handler: 10 ms a record
 BATCH = 10  # records per produced batch and per share fetch
+BACKLOG = 2 * MEMBERS * BATCH  # records kept waiting while a share group's members join
 SETTLE_S = 1.0  # a consumer group counts as settled once unchanged this long
 WAIT_S = 45.0  # cap on each wait; a real Kafka's share heartbeat interval is 5 s
 QUIET = {"log_level": 3}
@@ -226,11 +227,13 @@ def test_share_group_puts_all_eighteen_to_work(kafka_broker: Any, kafka_topic: A
             consumer.subscribe([topic])
             members.start(name, poll_batch(consumer), consumer.close)
 
-        # Keep work coming until every member has had some (members join one by one).
+        # Keep a backlog waiting until every member has had some work: members join one
+        # by one, and a member given partitions then finds records whenever it fetches.
         deadline = time.monotonic() + WAIT_S
         while len(members.handled.by_member()) < MEMBERS and time.monotonic() < deadline:
-            written |= produce(bootstrap, topic, per_partition=BATCH)
-            time.sleep(0.2)
+            if len(written) - len(members.handled.distinct()) < BACKLOG:
+                written |= produce(bootstrap, topic, per_partition=BACKLOG // PARTITIONS)
+            time.sleep(0.05)
         assert wait_until(lambda: members.handled.distinct() >= written, WAIT_S)
     finally:
         members.stop()
