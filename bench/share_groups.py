@@ -262,11 +262,22 @@ def wait_handled(crew: Crew, kind: str, records: int, started: float, cap_s: flo
     return crew.done(records)
 
 
-def settle(host: ServerProcess, crew: Crew, kind: str, topic: str, cap_s: float) -> bool:
+def heartbeat_interval_s(bootstrap: str, group: str) -> float:
+    """The share group's heartbeat interval, as the broker's DescribeConfigs says."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    described = admin.describe_configs([resource])[resource].result(15)
+    return int(described["share.heartbeat.interval.ms"].value) / 1000
+
+
+def settle(
+    host: ServerProcess, crew: Crew, kind: str, topic: str, group: str, cap_s: float
+) -> bool:
     """Bring a new group to its steady state. A consumer group: every member has been
     assigned and together they hold each partition once, unchanged for SETTLE_QUIET_S. A
     share group (its client reports no assignment): a backlog of SETTLE_BACKLOG records
-    is kept waiting until every member has handled one; then it is drained."""
+    is kept waiting until every member has handled one; then it is drained, and one more
+    heartbeat interval lets a rebalanced assignment reach every member."""
     started = time.perf_counter()
     deadline = started + cap_s
     if kind == "consumer":
@@ -283,7 +294,11 @@ def settle(host: ServerProcess, crew: Crew, kind: str, topic: str, cap_s: float)
             produce(host.bootstrap, topic, SETTLE_BACKLOG)
             written += SETTLE_BACKLOG
         time.sleep(0.05)
-    return crew.working() == MEMBERS and wait_handled(crew, kind, written, started, cap_s)
+    if crew.working() < MEMBERS or not wait_handled(crew, kind, written, started, cap_s):
+        return False
+    # members learn of a rebalanced assignment at their next heartbeat: wait one more
+    time.sleep(heartbeat_interval_s(host.bootstrap, group) + SETTLE_QUIET_S)
+    return True
 
 
 def run_backlog(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
@@ -308,7 +323,7 @@ def run_settled(host: ServerProcess, kind: str, plan: Plan) -> Outcome:
     host.create_topic(topic, PARTITIONS)
     crew = start_crew(host, kind, topic, group)
     try:
-        if not settle(host, crew, kind, topic, plan.cap_s):
+        if not settle(host, crew, kind, topic, group, plan.cap_s):
             log(f"{host.kind} {KIND_LABEL[kind]} did not settle in {plan.cap_s:.0f} s")
             return crew.outcome(0.0, False, host.kind, kind)
         crew.reset()
@@ -472,7 +487,9 @@ def notes(samples: Samples, plan: Plan, load: tuple[str, str]) -> list[str]:
         "counts as settled when every member has been assigned and together they hold each "
         f"partition once, unchanged for {SETTLE_QUIET_S:.0f} s; a share group (its client "
         "reports no assignment) when every member has handled a record, with a backlog of "
-        f"{SETTLE_BACKLOG} records kept waiting meanwhile, and the backlog is drained. Then "
+        f"{SETTLE_BACKLOG} records kept waiting meanwhile, the backlog is drained, and one "
+        "more heartbeat interval (share.heartbeat.interval.ms, 5 s on both) and 1 s have "
+        "passed, for a rebalanced assignment to reach every member. Then "
         f"{plan.records:,} records are written; the wall time runs from the start of the "
         "writing until every one has been handled.",
         f"- Records waiting: {plan.records:,} records are written first, then the consumers "
