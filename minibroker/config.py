@@ -133,6 +133,87 @@ class BrokerConfig:
         "server-side assignors of consumer-protocol groups, the first the default "
         "(group.consumer.assignors)",
     )
+    group_share_session_timeout_ms: int = _setting(
+        45_000,
+        "session timeout of share group members, unless the group's share.session.timeout.ms "
+        "says otherwise (group.share.session.timeout.ms)",
+    )
+    group_share_heartbeat_interval_ms: int = _setting(
+        5_000,
+        "how often share group members heartbeat, unless the group's "
+        "share.heartbeat.interval.ms says otherwise (group.share.heartbeat.interval.ms)",
+    )
+    group_share_min_session_timeout_ms: int = _setting(
+        45_000,
+        "least share.session.timeout.ms a share group may set (group.share.min.session.timeout.ms)",
+    )
+    group_share_max_session_timeout_ms: int = _setting(
+        60_000,
+        "most share.session.timeout.ms a share group may set (group.share.max.session.timeout.ms)",
+    )
+    group_share_min_heartbeat_interval_ms: int = _setting(
+        5_000,
+        "least share.heartbeat.interval.ms a share group may set "
+        "(group.share.min.heartbeat.interval.ms)",
+    )
+    group_share_max_heartbeat_interval_ms: int = _setting(
+        15_000,
+        "most share.heartbeat.interval.ms a share group may set "
+        "(group.share.max.heartbeat.interval.ms)",
+    )
+    group_share_max_size: int = _setting(
+        200, "members one share group may have (group.share.max.size)"
+    )
+    group_share_record_lock_duration_ms: int = _setting(
+        30_000,
+        "how long a share consumer holds a record it fetched before it goes back to the "
+        "others, unless the group's share.record.lock.duration.ms says otherwise "
+        "(group.share.record.lock.duration.ms)",
+    )
+    group_share_min_record_lock_duration_ms: int = _setting(
+        15_000,
+        "least share.record.lock.duration.ms a share group may set "
+        "(group.share.min.record.lock.duration.ms)",
+    )
+    group_share_max_record_lock_duration_ms: int = _setting(
+        60_000,
+        "most share.record.lock.duration.ms a share group may set "
+        "(group.share.max.record.lock.duration.ms)",
+    )
+    group_share_delivery_count_limit: int = _setting(
+        5,
+        "deliveries of a record to a share group before it is archived, unless the group's "
+        "share.delivery.count.limit says otherwise (group.share.delivery.count.limit)",
+    )
+    group_share_min_delivery_count_limit: int = _setting(
+        2,
+        "least share.delivery.count.limit a share group may set "
+        "(group.share.min.delivery.count.limit)",
+    )
+    group_share_max_delivery_count_limit: int = _setting(
+        10,
+        "most share.delivery.count.limit a share group may set "
+        "(group.share.max.delivery.count.limit)",
+    )
+    group_share_partition_max_record_locks: int = _setting(
+        2_000,
+        "records of one partition a share group may have in flight, unless the group's "
+        "share.partition.max.record.locks says otherwise "
+        "(group.share.partition.max.record.locks)",
+    )
+    group_share_min_partition_max_record_locks: int = _setting(
+        100,
+        "least share.partition.max.record.locks a share group may set "
+        "(group.share.min.partition.max.record.locks)",
+    )
+    group_share_max_partition_max_record_locks: int = _setting(
+        4_000,
+        "most share.partition.max.record.locks a share group may set "
+        "(group.share.max.partition.max.record.locks)",
+    )
+    group_share_max_share_sessions: int = _setting(
+        2_000, "share sessions (ShareFetch) one broker keeps (group.share.max.share.sessions)"
+    )
     transaction_max_timeout_ms: int = _setting(
         900_000,
         "largest transaction.timeout.ms a transactional producer may ask for "
@@ -306,6 +387,22 @@ class BrokerConfig:
                 f"at least group_min_session_timeout_ms ({self.group_min_session_timeout_ms})"
             )
 
+        for name in SHARE_BOUNDED:
+            value = getattr(self, f"group_share_{name}")
+            least = getattr(self, f"group_share_min_{name}")
+            most = getattr(self, f"group_share_max_{name}")
+            if not least <= value <= most:
+                raise ValueError(
+                    f"group_share_{name}={value!r}: must be between group_share_min_{name} "
+                    f"({least}) and group_share_max_{name} ({most})"
+                )
+        if self.group_share_heartbeat_interval_ms >= self.group_share_session_timeout_ms:
+            raise ValueError(
+                f"group_share_heartbeat_interval_ms={self.group_share_heartbeat_interval_ms!r}: "
+                "must be less than group_share_session_timeout_ms "
+                f"({self.group_share_session_timeout_ms})"
+            )
+
         assignors = [a.strip() for a in self.group_consumer_assignors.split(",") if a.strip()]
         unknown = [a for a in assignors if a not in ("uniform", "range")]
         if not assignors or unknown:
@@ -313,6 +410,14 @@ class BrokerConfig:
                 f"group_consumer_assignors={self.group_consumer_assignors!r}: a comma-separated "
                 "list of uniform and range"
             )
+
+    def share_settings(self) -> list[tuple[str, int]]:
+        """The group.share.* settings: (name after "group.share.", value)."""
+        return [
+            (f.name.removeprefix("group_share_").replace("_", "."), getattr(self, f.name))
+            for f in fields(self)
+            if f.name.startswith("group_share_")
+        ]
 
     def super_user_list(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in (self.super_users or "").split(";") if p.strip())
@@ -372,6 +477,7 @@ class BrokerConfig:
             "group.consumer.session.timeout.ms": str(self.group_consumer_session_timeout_ms),
             "group.consumer.heartbeat.interval.ms": str(self.group_consumer_heartbeat_interval_ms),
             "group.consumer.assignors": self.group_consumer_assignors,
+            **{f"group.share.{name}": str(value) for name, value in self.share_settings()},
             "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
             "transactional.id.expiration.ms": str(self.transactional_id_expiration_ms),
             "default.replication.factor": "1",
@@ -382,6 +488,15 @@ class BrokerConfig:
 
 
 SSL_CLIENT_AUTH = ("none", "requested", "required")
+# The group.share.* settings with a least and a most value (group_share_min_X,
+# group_share_max_X) that share groups' configs must stay within, as Kafka's.
+SHARE_BOUNDED = (
+    "session_timeout_ms",
+    "heartbeat_interval_ms",
+    "record_lock_duration_ms",
+    "delivery_count_limit",
+    "partition_max_record_locks",
+)
 
 
 def _addresses(setting: str, text: str) -> list[tuple[str, str, int]]:
@@ -444,6 +559,19 @@ LEAST_VALUES: Mapping[str, float] = {
     "group_max_session_timeout_ms": 0,
     "group_consumer_session_timeout_ms": 1,
     "group_consumer_heartbeat_interval_ms": 1,
+    **{
+        f"group_share_{kind}{name}": 1
+        for name in (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "record_lock_duration_ms",
+            "delivery_count_limit",
+            "partition_max_record_locks",
+        )
+        for kind in ("", "min_", "max_")
+    },
+    "group_share_max_size": 1,
+    "group_share_max_share_sessions": 1,
     "transaction_max_timeout_ms": 1,
     "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0,

@@ -37,7 +37,15 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.protocol import messages
 
-PARTITION_APIS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 3: "Metadata"}
+PARTITION_APIS = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    8: "OffsetCommit",
+    3: "Metadata",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
+}
 # APIs answered with a top-level error code and nothing served.
 TOP_LEVEL_ERROR_APIS = {
     10: "FindCoordinator",

@@ -36,7 +36,7 @@ from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
 from minibroker.state.cluster import ClusterState, Node
-from minibroker.state.sessions import ANONYMOUS, PRE_AUTH_MAX_FRAME_BYTES, Session
+from minibroker.state.sessions import ANONYMOUS, PRE_AUTH_MAX_FRAME_BYTES, Session, open_session
 from minibroker.tls import principal_of, tls_context
 from minibroker.waiters import WaiterIndex
 
@@ -331,7 +331,8 @@ class _Connection(asyncio.BufferedProtocol):
     def _open_session(self, transport: asyncio.Transport) -> Session:
         listener, config = self._listener, self._node.cluster.config
         if listener.security_protocol == PLAINTEXT:
-            return OPEN_SESSION
+            # OPEN_SESSION's like, but its own: what ends with the connection hangs on it.
+            return open_session()
         principal = ANONYMOUS
         if listener.security_protocol == SSL:
             principal = principal_of(transport.get_extra_info("peercert"))
@@ -381,6 +382,12 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        closing, self.session.on_close = self.session.on_close, []
+        for callback in closing:
+            try:
+                callback()
+            except Exception:
+                log.exception("a callback at the close of a connection failed")
         self._frames.clear()
         self._unsent.clear()
         self._queued_bytes = 0

@@ -125,6 +125,8 @@ def derive(messages: Path) -> dict[tuple[int, int], tuple[Any, Any]]:
         if definition.get("type") in {"request", "response"} and "apiKey" in definition:
             by_key.setdefault(definition["apiKey"], {})[definition["type"]] = definition
     for api_key, handler in sorted(HANDLERS.items()):
+        if api_key not in by_key:
+            continue  # newer than these definitions: kio has all its versions
         request, response = by_key[api_key]["request"], by_key[api_key]["response"]
         for version in range(handler.min_version, kio_first_version(api_key, "request")):
             if in_versions(request.get("flexibleVersions"), version):

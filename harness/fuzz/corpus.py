@@ -501,6 +501,7 @@ def _confluent_scenarios(bootstrap: str, tag: str, steps: _Steps) -> None:
     steps.run(
         "consumer-protocol group", lambda: _ck_consumer_protocol(bootstrap, topic, group + "-848")
     )
+    steps.run("share group", lambda: _ck_share_group(bootstrap, topic, group + "-share"))
     steps.run("transactions", lambda: _ck_transactions(bootstrap, topic, tag))
     steps.run("acls and credentials", lambda: _ck_security(bootstrap, topic, tag))
     steps.run("admin", lambda: _ck_admin(bootstrap, f"fz-ck-admin-{tag}", topic, group, steps))
@@ -587,6 +588,48 @@ def _ck_consumer_protocol(bootstrap: str, topic: str, group: str) -> None:
         consumer.commit(asynchronous=False)
         admin = AdminClient(_confluent_common(bootstrap))
         admin.describe_consumer_groups([group])[group].result(10)
+    finally:
+        consumer.close()
+
+
+def _ck_share_group(bootstrap: str, topic: str, group: str) -> None:
+    """A share consumer reads from the start, accepting, releasing and rejecting records,
+    once the admin client has set where the group starts (the frames of
+    ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and IncrementalAlterConfigs on a
+    group)."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient(_confluent_common(bootstrap))
+    entry = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(10)
+    consumer = ShareConsumer(
+        {
+            **_confluent_common(bootstrap),
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    kinds = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT)
+    try:
+        consumer.subscribe([topic])
+        received = 0
+        deadline = time.monotonic() + 10
+        while received < 10 and time.monotonic() < deadline:
+            for message in consumer.poll(0.2):
+                if message.error() is None:
+                    consumer.acknowledge(message, kinds[received % len(kinds)])
+                    received += 1
+            consumer.commit_sync()
     finally:
         consumer.close()
 

@@ -28,7 +28,8 @@ _HEAD = struct.Struct(">hhi")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 FETCH, JOIN_GROUP, SYNC_GROUP, PRODUCE, API_VERSIONS = 1, 11, 14, 0, 18
-LONG_POLL_KEYS = frozenset({FETCH, JOIN_GROUP, SYNC_GROUP})
+SHARE_FETCH = 78
+LONG_POLL_KEYS = frozenset({FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH})
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # the broker's default socket.request.max.bytes
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 
@@ -155,17 +156,25 @@ def header_end(body: bytes | bytearray, flexible: bool) -> int | None:
 
 
 def fetch_max_wait_ms(body: bytes | bytearray) -> int | None:
-    """The max_wait a Fetch request declares, if the frame is parseable that far."""
+    """The max_wait a Fetch or ShareFetch request declares, if the frame is parseable
+    that far."""
     head = head_of(body)
-    if head is None or head.api_key != FETCH:
+    if head is None or head.api_key not in (FETCH, SHARE_FETCH):
         return None
-    flexible = is_flexible(FETCH, head.api_version)
+    flexible = is_flexible(head.api_key, head.api_version)
     if flexible is None:
         return None
     offset = header_end(body, flexible)
     if offset is None:
         return None
-    if head.api_version < 15:
+    if head.api_key == SHARE_FETCH:
+        for _ in range(2):  # group_id and member_id, compact strings
+            length = read_uvarint(body, offset)
+            if length is None:
+                return None
+            offset += length[1] + max(length[0] - 1, 0)
+        offset += 4  # share_session_epoch
+    elif head.api_version < 15:
         offset += 4  # replica_id
     if offset + 4 > len(body):
         return None

@@ -6,6 +6,7 @@ member's epoch, the heartbeat interval and, when it changed or the request was a
 one, the member's assignment by topic id. The rules are in state/consumer_group_rules.py.
 v0 lets the coordinator name a joining member; v1 (Kafka 4.0+) has the client name it,
 and adds regex subscriptions.
+A share group's id is GROUP_ID_NOT_FOUND, as Kafka answers.
 Not done: rack-aware assignment (rack ids are kept and described only).
 """
 
@@ -44,6 +45,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return refuse(int(ErrorCode.group_authorization_failed))
     if not is_coordinator(ctx, request.group_id):
         return refuse(int(ErrorCode.not_coordinator))
+    if request.group_id in ctx.cluster.share_groups.groups:
+        return refuse(
+            int(ErrorCode.group_id_not_found), f"Group {request.group_id} is not a consumer group."
+        )
     owned = request.topic_partitions
     outcome = consumer_groups.heartbeat(
         ctx.cluster.clock.monotonic(),

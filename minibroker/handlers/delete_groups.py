@@ -1,8 +1,9 @@
 """DeleteGroups (key 42), versions 0-2.
 
 Only groups without members can be deleted (NON_EMPTY_GROUP otherwise); their committed
-offsets go with them. Unknown groups are GROUP_ID_NOT_FOUND. Classic and
-consumer-protocol groups alike.
+offsets go with them. Unknown groups are GROUP_ID_NOT_FOUND. Classic, consumer-protocol
+and share groups alike; a share group's share-partition state goes with it (its group
+configs stay, as Kafka keeps them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             code = int(ErrorCode.group_authorization_failed)
         elif not is_coordinator(ctx, group_id):
             code = rules.NOT_COORDINATOR
+        elif group_id in ctx.cluster.share_groups.groups:
+            code = ctx.cluster.share_groups.delete(group_id)
+            if code == rules.NONE:
+                ctx.cluster.share_partitions.group_deleted(group_id)
         elif group_id in ctx.cluster.consumer_groups.groups:
             code = ctx.cluster.consumer_groups.delete_group(group_id)
         else:

@@ -2,7 +2,8 @@
 
 State, protocol and members (metadata of the chosen protocol and the current assignment).
 An unknown group, or a consumer-protocol one (ConsumerGroupDescribe describes those), is
-reported in state Dead (v6+: with GROUP_ID_NOT_FOUND).
+reported in state Dead (v6+: with GROUP_ID_NOT_FOUND; for a share group with Kafka's
+message, "Group G is not a classic group.").
 Not done: authorized operations.
 """
 
@@ -22,11 +23,11 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def _described(ctx: RequestContext, group_id: str) -> Any:
-    def empty(code: int, state: str) -> Any:
+    def empty(code: int, state: str, message: str | None = None) -> Any:
         return ctx.make(
             "DescribedGroup",
             error_code=error(code),
-            error_message=None,
+            error_message=message,
             group_id=group_id,
             group_state=state,
             protocol_type="",
@@ -39,6 +40,10 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
         return empty(int(ErrorCode.group_authorization_failed), "")
     if not is_coordinator(ctx, group_id):
         return empty(rules.NOT_COORDINATOR, "")
+    if group_id in ctx.cluster.share_groups.groups:
+        if ctx.version < 6:
+            return empty(rules.NONE, "Dead")
+        return empty(rules.GROUP_ID_NOT_FOUND, "Dead", f"Group {group_id} is not a classic group.")
     group = ctx.cluster.groups.groups.get(group_id)
     if group is None or group_id in ctx.cluster.consumer_groups.groups:
         # A consumer-protocol group is not described here (ConsumerGroupDescribe is).

@@ -6,7 +6,8 @@ rebalance timeout passed). Only the leader receives the member list.
 v0 has no rebalance timeout: the session timeout is used, as Kafka does.
 To a group of Kafka 4's consumer protocol with members, the member joins that group as a
 classic member (state/consumer_group_rules.py: Mixed groups) and is answered at once,
-with no member list: the broker assigns.
+with no member list: the broker assigns. A share group's id is INCONSISTENT_GROUP_PROTOCOL,
+as Kafka answers.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def _response(ctx: RequestContext, outcome: JoinOutcome) -> Any:
 def handle(ctx: RequestContext, request: Any) -> Any:
     if not is_coordinator(ctx, request.group_id):
         return _response(ctx, JoinOutcome(error=rules.NOT_COORDINATOR, member_id=request.member_id))
+    if request.group_id in ctx.cluster.share_groups.groups:
+        return _response(ctx, JoinOutcome(error=rules.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
     session_ms = millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_ms = millis(rebalance) if rebalance is not None else session_ms

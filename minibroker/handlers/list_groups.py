@@ -1,8 +1,8 @@
 """ListGroups (key 16), versions 0-5.
 
-Groups coordinated by this broker, classic and consumer-protocol ones, filtered by state
-(v4+) and type (v5+: "classic" or "consumer"; states are matched without case, as Kafka
-does).
+Groups coordinated by this broker, classic, consumer-protocol and share ones, filtered by
+state (v4+) and type (v5+: "classic", "consumer" or "share"; states and types are matched
+without case, as Kafka does). A share group is listed with protocol type "share".
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for g in ctx.cluster.groups.groups.values()
         if g.group_id not in consumer_groups
     ] + [(g.group_id, "consumer", g.state.value, "consumer") for g in consumer_groups.values()]
+    found += [
+        (g.group_id, "share", g.state, "share") for g in ctx.cluster.share_groups.groups.values()
+    ]
     for group_id, protocol_type, state, group_type in found:
         if ctx.cluster.coordinator_for(group_id) != ctx.node_id:
             continue

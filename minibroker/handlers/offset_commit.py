@@ -11,6 +11,7 @@ groups expire after offsets.retention.minutes (group_rules: Offset expiry).
 To a consumer-protocol group (Kafka 4), a member commits with its member epoch:
 STALE_MEMBER_EPOCH for another epoch, UNSUPPORTED_VERSION below v9
 (state/consumer_group_rules.py).
+A share group's id is GROUP_ID_NOT_FOUND on every partition, as Kafka answers.
 Not done: the retention_time_ms of v2-v4 (the broker's retention applies).
 """
 
@@ -38,6 +39,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     offsets = [o for o in offsets if (o[0], o[1]) not in injected]
     if not is_coordinator(ctx, request.group_id):
         codes = {(t, p): rules.NOT_COORDINATOR for t, p, *_ in offsets}
+    elif request.group_id in ctx.cluster.share_groups.groups:
+        codes = {(t, p): rules.GROUP_ID_NOT_FOUND for t, p, *_ in offsets}
     elif request.group_id in ctx.cluster.consumer_groups.groups:
         codes = ctx.cluster.consumer_groups.commit(
             ctx.cluster.clock.monotonic(),

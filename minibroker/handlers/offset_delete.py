@@ -2,7 +2,8 @@
 
 Deletes committed offsets of a group. A group with members keeps the offsets of topics
 its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC). A group-level error (unknown group,
-NON_EMPTY_GROUP) comes with no topics, as Kafka's does.
+NON_EMPTY_GROUP; a share group's id, GROUP_ID_NOT_FOUND) comes with no topics, as
+Kafka's does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     if not is_coordinator(ctx, request.group_id):
         top, codes = rules.NOT_COORDINATOR, dict[tuple[str, int], int]()
+    elif request.group_id in ctx.cluster.share_groups.groups:
+        top, codes = rules.GROUP_ID_NOT_FOUND, {}
     else:
         consumer_group = ctx.cluster.consumer_groups.groups.get(request.group_id)
         top, codes = ctx.cluster.groups.delete_offsets(

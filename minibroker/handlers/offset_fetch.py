@@ -6,7 +6,8 @@ v9+ may name a consumer-protocol member and its epoch: an unknown member is
 UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH (without them anyone may fetch).
 With require_stable (v7+), a partition whose transactional commit (TxnOffsetCommit) still
 waits for its transaction's end is UNSTABLE_OFFSET_COMMIT with offset -1, as Kafka
-answers; the client asks again.
+answers; the client asks again. A share group's id is GROUP_ID_NOT_FOUND (share groups
+keep no committed offsets; DescribeShareGroupOffsets tells where they are).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def _topics(
         return GROUP_AUTHORIZATION_FAILED, ()
     if not is_coordinator(ctx, group_id):
         return rules.NOT_COORDINATOR, ()
+    if group_id in ctx.cluster.share_groups.groups:
+        return rules.GROUP_ID_NOT_FOUND, ()
     member_id, member_epoch = member
     if member_id or member_epoch >= 0:
         code = ctx.cluster.consumer_groups.check_member(group_id, member_id, member_epoch)

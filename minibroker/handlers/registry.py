@@ -25,6 +25,8 @@ TOPIC_OPERATIONS = {
     9: Operation.DESCRIBE,  # OffsetFetch
     21: Operation.DELETE,  # DeleteRecords
     23: Operation.DESCRIBE,  # OffsetForLeaderEpoch
+    78: Operation.READ,  # ShareFetch
+    79: Operation.READ,  # ShareAcknowledge
 }
 
 # Every request of a connection that needs no authentication (sans-IO callers, tests).

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from minibroker.config import BrokerConfig
 from minibroker.state.topic_configs import (
     APPEND,
     DELETE,
@@ -132,6 +133,8 @@ KAFKA_BROKER_DEFAULTS: Mapping[str, str | None] = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
+    # Kafka 4.4's share group settings (GroupCoordinatorConfig, ShareGroupConfig).
+    **{f"group.share.{name}": str(value) for name, value in BrokerConfig().share_settings()},
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "default.replication.factor": "1",

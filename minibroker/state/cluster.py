@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -16,9 +17,10 @@ from minibroker.state.consumer_groups import ConsumerGroupCoordinator
 from minibroker.state.credentials import Credentials
 from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.groups import GroupCoordinator, partition_for
+from minibroker.state.log import PartitionLog
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.share_groups import ShareGroupCoordinator
-from minibroker.state.share_partitions import SharePartitionStore
+from minibroker.state.share_partitions import SharePartitionStore, group_settings
 from minibroker.state.topics import TopicRegistry
 from minibroker.state.transactions import TransactionCoordinator
 
@@ -116,7 +118,23 @@ class ClusterState:
         # Share groups (KIP-932): members in `share_groups`, records in `share_partitions`.
         self.share_partitions = SharePartitionStore()
         self.share_partitions.on_change = self.announce
-        self.share_groups = ShareGroupCoordinator()
+        self.share_partitions.log_of = self._partition_log
+        self.share_partitions.settings_of = functools.partial(
+            group_settings, self.group_configs.value
+        )
+        self.share_partitions.wall_ms = self.clock.wall_ms
+        self.topics.on_change.append(self._share_topics_changed)
+        self.share_groups = ShareGroupCoordinator(
+            self._topic_info,
+            self.group_configs,
+            max_size=lambda: self.config.group_share_max_size,
+            other_type=self._other_group_type,
+            # Looked up at each call: the store may be replaced (a data directory loaded).
+            member_gone=lambda group, member, now: self.share_partitions.member_gone(
+                group, member, now
+            ),
+        )
+        self.topics.on_change.append(self.share_groups.topics_changed)
         self.share_groups.on_change = self._group_changed
         self.transactions = TransactionCoordinator(
             self.config, self.producer_ids, self._write_markers, self.clock.wall_ms
@@ -191,6 +209,18 @@ class ClusterState:
             self.groups.transaction_ended(now, group_id, producer_id, commit)
         self.announce(DEADLINES_MOVED)
 
+    def _partition_log(self, topic_name: str, index: int) -> PartitionLog | None:
+        topic = self.topics.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index].log
+
+    def _share_topics_changed(self) -> None:
+        """A deleted topic's share partitions go with it."""
+        existing = set(self.topics.names())
+        for topic_name in self.share_partitions.topic_names() - existing:
+            self.share_partitions.topic_deleted(topic_name)
+
     def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
         topic = self.topics.get(name)
         return None if topic is None else (topic.topic_id, len(topic.partitions))
@@ -206,6 +236,12 @@ class ClusterState:
             return "consumer"
         if group_id in self.share_groups.groups:
             return "share"
+        return "classic" if group_id in self.groups.groups else None
+
+    def _other_group_type(self, group_id: str) -> str | None:
+        """A group id held by a classic or consumer group (share groups refuse it)."""
+        if group_id in self.consumer_groups.groups:
+            return "consumer"
         return "classic" if group_id in self.groups.groups else None
 
     def _partition_exists(self, topic: str, partition: int) -> bool:

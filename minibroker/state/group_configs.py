@@ -8,8 +8,18 @@ Rules (Kafka's GroupConfig):
                  share.delivery.count.limit, share.partition.max.record.locks,
                  share.auto.offset.reset and share.isolation.level (share groups'). Any
                  other name is INVALID_CONFIG.
-    Values       the timeouts and intervals are whole milliseconds of at least 1; a
-                 group's heartbeat interval must stay below its session timeout.
+    Values       the timeouts, intervals and limits are whole numbers of at least 1; a
+                 group's heartbeat interval must stay below its session timeout ("X
+                 must be greater than Y"). The share.* numbers stay within the broker's
+                 bounds, as Kafka 4.4's: share.session.timeout.ms within
+                 group.share.min/max.session.timeout.ms, share.heartbeat.interval.ms
+                 within group.share.min/max.heartbeat.interval.ms,
+                 share.record.lock.duration.ms within
+                 group.share.min/max.record.lock.duration.ms, share.delivery.count.limit
+                 within group.share.min/max.delivery.count.limit,
+                 share.partition.max.record.locks within
+                 group.share.min/max.partition.max.record.locks ("X must be in the range
+                 MIN to MAX inclusive.").
                  share.auto.offset.reset is latest, earliest or by_duration:<ISO-8601
                  duration>; share.isolation.level read_uncommitted or read_committed.
                  Anything else is INVALID_CONFIG, and the resource is left unchanged.
@@ -26,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from minibroker.config import BrokerConfig
+from minibroker.config import SHARE_BOUNDED, BrokerConfig
 from minibroker.state.topic_errors import INVALID_CONFIG, INVALID_REQUEST, TopicError, quoted
 
 GROUP_RESOURCE = 32
@@ -53,13 +63,25 @@ def broker_defaults(config: BrokerConfig) -> dict[str, str]:
     return {
         "consumer.session.timeout.ms": str(config.group_consumer_session_timeout_ms),
         "consumer.heartbeat.interval.ms": str(config.group_consumer_heartbeat_interval_ms),
-        "share.session.timeout.ms": "45000",
-        "share.heartbeat.interval.ms": "5000",
-        "share.record.lock.duration.ms": "30000",
-        "share.delivery.count.limit": "5",
-        "share.partition.max.record.locks": "2000",
+        "share.session.timeout.ms": str(config.group_share_session_timeout_ms),
+        "share.heartbeat.interval.ms": str(config.group_share_heartbeat_interval_ms),
+        "share.record.lock.duration.ms": str(config.group_share_record_lock_duration_ms),
+        "share.delivery.count.limit": str(config.group_share_delivery_count_limit),
+        "share.partition.max.record.locks": str(config.group_share_partition_max_record_locks),
         "share.auto.offset.reset": "latest",
         "share.isolation.level": "read_uncommitted",
+    }
+
+
+def share_bounds(config: BrokerConfig) -> dict[str, tuple[int, int]]:
+    """The share.* group configs' least and most values (the group.share.min/max.*
+    settings)."""
+    return {
+        f"share.{name.replace('_', '.')}": (
+            getattr(config, f"group_share_min_{name}"),
+            getattr(config, f"group_share_max_{name}"),
+        )
+        for name in SHARE_BOUNDED
     }
 
 
@@ -117,6 +139,7 @@ class GroupConfigs:
     ) -> None:
         """Apply (name, operation, value) all or nothing (module docstring: rules)."""
         result = dict(self._set.get(group_id, {}))
+        bounds = share_bounds(self.config)
         for name, operation, value in operations:
             if name not in GROUP_CONFIG_TYPES:
                 raise TopicError(INVALID_CONFIG, f"Unknown group config name: {quoted(name)}")
@@ -132,6 +155,11 @@ class GroupConfigs:
             if value is None:
                 raise TopicError(INVALID_REQUEST, f"null value for config {quoted(name)}")
             _check_value(name, value)
+            least, most = bounds.get(name, (1, 2**31 - 1))
+            if name in bounds and not least <= int(value) <= most:
+                raise TopicError(
+                    INVALID_CONFIG, f"{name} must be in the range {least} to {most} inclusive."
+                )
             result[name] = value
         defaults = broker_defaults(self.config)
         for kind in ("consumer", "share"):
@@ -143,6 +171,11 @@ class GroupConfigs:
                     f"{kind}.heartbeat.interval.ms", defaults[f"{kind}.heartbeat.interval.ms"]
                 )
             )
+            if interval >= session and kind == "share":
+                raise TopicError(
+                    INVALID_CONFIG,
+                    "share.session.timeout.ms must be greater than share.heartbeat.interval.ms",
+                )
             if interval >= session:
                 raise TopicError(
                     INVALID_CONFIG,

@@ -28,6 +28,7 @@ Rules (Kafka's SaslServerAuthenticator, as clients meet it):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -96,6 +97,8 @@ class Session:
         self._expires_at_ms: int | None = None
         # True while every request may pass without a look (the hot path's one test).
         self.unrestricted = not sasl_listener
+        # Called once when the connection closes (share sessions end with it).
+        self.on_close: list[Callable[[], None]] = []
 
     @property
     def authenticated(self) -> bool:

@@ -8,6 +8,8 @@ Layout:
   producer-ids      the end of the block of producer ids being handed out
   scram-credentials.json   SCRAM credentials set over the protocol (stored and server
                     keys, never passwords), readable by the owner only
+  share-state.jsonl the share groups' share-partition state, one change per line
+                    (storage/share_state.py); replayed and rewritten at start
   transactions.json after a clean stop: each transactional id's producer id, epoch,
                     timeout and state
   logs/<topic id>/<partition>/   segment files (storage/segments.py), a recovery point
@@ -86,6 +88,7 @@ from minibroker.storage.segments import (
     replace_file,
     segment_offset,
 )
+from minibroker.storage.share_state import ShareStateJournal
 from minibroker.throttled_log import ThrottledLog
 
 log = logging.getLogger("minibroker.storage")
@@ -142,6 +145,7 @@ class DataDir:
         self.recovery_point_partitions = 0  # from a recovery point and the batches after it
         self.damage: list[str] = []  # what recovery set aside at the last start
         self._journaled: dict[Path, list[checkpoint.Described]] = {}  # in recovery points
+        self._share_state = ShareStateJournal(self.path)
 
     # --- opening and closing ---
 
@@ -157,6 +161,7 @@ class DataDir:
         self._lock()
         if self._state is not None:
             self._discard_checkpoints()  # the logs go on from memory, not from them
+            self._share_state.reopen()
             return
         try:
             self._check_layout()
@@ -165,6 +170,7 @@ class DataDir:
             self._load_offsets(state)
             self._load_producer_ids(state)
             self._load_scram_credentials(state)
+            self._share_state.load(state.share_partitions)
         except Exception:
             self.close()
             raise
@@ -173,6 +179,7 @@ class DataDir:
         state.groups.on_offsets = self._offsets_changed
         state.producer_ids.reserve = self._reserve_producer_ids
         state.credentials.on_scram_change = self._scram_changed
+        state.share_partitions.on_persist = self._share_state.changed
         state.storage = self
         self._load_transactions(state)
 
@@ -232,6 +239,7 @@ class DataDir:
         if self._journal_unsynced and self._journal_fd is not None:
             os.fsync(self._journal_fd)
         self._journal_unsynced = False
+        self._share_state.sync()
 
     @property
     def log_dir(self) -> str:
@@ -243,7 +251,7 @@ class DataDir:
 
     @property
     def dirty(self) -> bool:
-        return bool(self._unsynced) or self._journal_unsynced
+        return bool(self._unsynced) or self._journal_unsynced or self._share_state.unsynced
 
     def request_done(self) -> None:
         """A request was handled: with flush policy `write`, make what it wrote durable
@@ -280,6 +288,7 @@ class DataDir:
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
+        self._share_state.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

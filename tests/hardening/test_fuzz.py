@@ -42,6 +42,7 @@ WATCHDOG_SECONDS = 900
 EXPECTED_APIS = {0, 1, 2, 3, 8, 9, 10, 11, 13, 14, 15, 16, 18, 19, 20, 22, 32, 37, 42, 60}
 EXPECTED_APIS |= {24, 25, 26, 28}  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
 EXPECTED_APIS |= {68, 69}  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
+EXPECTED_APIS |= {44, 76, 78, 79}  # IncrementalAlterConfigs; the share group's APIs
 EXPECTED_APIS |= {29, 30, 31}  # DescribeAcls, CreateAcls, DeleteAcls
 EXPECTED_APIS |= {50, 51}  # DescribeUserScramCredentials, AlterUserScramCredentials
 

@@ -320,6 +320,10 @@ needs_schemas = pytest.mark.skipif(
 # Served versions newer than Kafka 3.9, whose definitions are not in SCHEMA_DIR
 # (Kafka 4.0 added them); the live test in tests/versions/test_api_versions.py covers them.
 NEWER_THAN_3_9 = {(0, 12), (2, 10), (3, 13), (15, 6), (26, 5), (28, 5), (60, 2), (68, 1), (69, 1)}
+# Share group membership and offsets (KIP-932) at the versions Kafka 4.2+ serves.
+NEWER_THAN_3_9 |= {(76, 1), (77, 1), (90, 0), (90, 1), (91, 0), (92, 0)}
+# Share groups' APIs: Kafka 3.9 defined only their early-access v0, which 4.x removed.
+NEWER_THAN_3_9 |= {(78, 1), (78, 2), (79, 1), (79, 2)}
 
 _PRIMITIVES = {
     "bool",
@@ -380,7 +384,10 @@ def _in_versions(spec: str | None, version: int) -> bool:
 
 
 def _valid_versions(kind: str, api_key: int) -> range:
-    low, _, high = _definition(kind, api_key)["validVersions"].partition("-")
+    spec = _definitions().get((kind, api_key))
+    if spec is None:
+        return range(0)  # an API Kafka 3.9 does not define (one of Kafka 4's)
+    low, _, high = spec["validVersions"].partition("-")
     return range(int(low), int(high or low) + 1)
 
 
@@ -738,6 +745,10 @@ def _load_tool(name: str) -> Any:
 # Produce v0-2 and Fetch v0-3 carry only the old message formats (magic 0 and 1), which
 # the broker does not store or convert; no client it is tested with sends them.
 MESSAGE_FORMAT_FLOORS = {0: 3, 1: 4}
+# Share group APIs: Kafka 4.2+ serves ShareGroupHeartbeat and ShareGroupDescribe from v1
+# (v0 was the early-access version 3.9 defined) and the share group offset APIs, which 3.9
+# does not define, from v0.
+KAFKA_4_FLOORS = {76: 1, 77: 1, 78: 1, 79: 1, 90: 0, 91: 0, 92: 0}
 
 
 @needs_schemas
@@ -756,7 +767,10 @@ def test_legacy_layouts_are_what_kafkas_definitions_give() -> None:
     every = set().union(*(kinds(req) | kinds(resp) for req, resp in legacy.SCHEMAS.values()))
     assert every <= scalars | {f"[]{s}" for s in scalars} | {"[]"}, every
     for api_key, handler in HANDLERS.items():
-        floor = min(_valid_versions("request", api_key))
+        if api_key in KAFKA_4_FLOORS:
+            floor = KAFKA_4_FLOORS[api_key]
+        else:
+            floor = min(_valid_versions("request", api_key))
         assert handler.min_version == MESSAGE_FORMAT_FLOORS.get(api_key, floor), handler.name
         below_kio = range(handler.min_version, legacy.proxy_version(api_key))
         assert [v for v in below_kio if legacy.is_legacy(api_key, v)] == list(below_kio)

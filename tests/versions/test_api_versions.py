@@ -924,6 +924,37 @@ def _probe_consumer_group_heartbeat(probe: Probe, version: int) -> None:
     ]
 
 
+def _probe_share_fetch(probe: Probe, version: int) -> None:
+    # A later epoch without a session: Kafka 4.4's SHARE_SESSION_NOT_FOUND.
+    answer = probe.exchange(
+        78,
+        version,
+        group_id=f"share-fetch-v{version}",
+        member_id=str(uuid.uuid4()),
+        share_session_epoch=1,
+        max_wait=0,
+        min_bytes=1,
+        max_records=10,
+        batch_size=10,
+        topics=(),
+        forgotten_topics_data=(),
+    )
+    assert (answer.error_code, answer.responses) == (ErrorCode.share_session_not_found, ())
+
+
+def _probe_share_acknowledge(probe: Probe, version: int) -> None:
+    # Epoch 0 never opens a session here: INVALID_SHARE_SESSION_EPOCH.
+    answer = probe.exchange(
+        79,
+        version,
+        group_id=f"share-ack-v{version}",
+        member_id=str(uuid.uuid4()),
+        share_session_epoch=0,
+        topics=(),
+    )
+    assert (answer.error_code, answer.responses) == (ErrorCode.invalid_share_session_epoch, ())
+
+
 def _probe_consumer_group_describe(probe: Probe, version: int) -> None:
     group = f"consumer-describe-v{version}"
     joined = _join_consumer_group(probe, group, 0)
@@ -943,6 +974,89 @@ def _probe_consumer_group_describe(probe: Probe, version: int) -> None:
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [
         (TOPIC, (0,))
     ]
+
+
+def _join_share_group(probe: Probe, group: str) -> Any:
+    """A member joins a fresh share group alone (ShareGroupHeartbeat v1)."""
+    return probe.exchange(
+        76,
+        1,
+        group_id=group,
+        member_id=str(uuid.uuid4()),
+        member_epoch=0,
+        rack_id=None,
+        subscribed_topic_names=[TOPIC],
+    )
+
+
+# A new share group is at epoch 0; the first member's subscription bumps it.
+SHARE_JOINED_EPOCH = 1
+
+
+def _probe_share_group_heartbeat(probe: Probe, version: int) -> None:
+    answer = _join_share_group(probe, f"share-heartbeat-v{version}")
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, SHARE_JOINED_EPOCH)
+    assert answer.heartbeat_interval.total_seconds() > 0
+    # Partitions are assignable once the group's share-partition state is initialized,
+    # which Kafka does after answering the join: no assignment, or the only partition.
+    assert answer.assignment is None or [
+        (t.topic_id, t.partitions) for t in answer.assignment.topic_partitions
+    ] in ([], [(probe.topic_id, (0,))])
+
+
+def _probe_share_group_describe(probe: Probe, version: int) -> None:
+    group = f"share-describe-v{version}"
+    joined = _join_share_group(probe, group)
+    answer = probe.exchange(77, version, group_ids=[group], include_authorized_operations=False)
+    [described] = answer.groups
+    assert (described.error_code, described.group_id, described.assignor_name) == (
+        ErrorCode.none,
+        group,
+        "simple",
+    )
+    [member] = described.members
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (
+        joined.member_id,
+        SHARE_JOINED_EPOCH,
+        (TOPIC,),
+    )
+
+
+def _probe_describe_share_group_offsets(probe: Probe, version: int) -> None:
+    group = f"share-offsets-v{version}"
+    topics = [{"topic_name": TOPIC, "partitions": [0]}]
+    answer = probe.exchange(90, version, groups=[{"group_id": group, "topics": topics}])
+    [described] = answer.groups
+    assert (described.error_code, described.group_id) == (ErrorCode.none, group)
+    [topic] = described.topics
+    [partition] = topic.partitions
+    assert (topic.topic_name, partition.partition_index) == (TOPIC, 0)
+    assert partition.start_offset == -1  # no share state yet
+
+
+def _alter_share_group_offsets(probe: Probe, group: str) -> Any:
+    partitions = [{"partition_index": 0, "start_offset": 0}]
+    return probe.exchange(
+        91, 0, group_id=group, topics=[{"topic_name": TOPIC, "partitions": partitions}]
+    )
+
+
+def _probe_alter_share_group_offsets(probe: Probe, version: int) -> None:
+    answer = _alter_share_group_offsets(probe, f"share-alter-v{version}")
+    assert answer.error_code == ErrorCode.none
+    [topic] = answer.responses
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, ErrorCode.none)]
+
+
+def _probe_delete_share_group_offsets(probe: Probe, version: int) -> None:
+    group = f"share-delete-v{version}"
+    assert _alter_share_group_offsets(probe, group).error_code == ErrorCode.none
+    answer = probe.exchange(92, version, group_id=group, topics=[{"topic_name": TOPIC}])
+    assert answer.error_code == ErrorCode.none
+    [topic] = answer.responses
+    # Deleted, or (while the altered state is still being written) nothing to delete yet.
+    assert topic.topic_name == TOPIC
+    assert topic.error_code in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)
 
 
 def _probe_describe_cluster(probe: Probe, version: int) -> None:
@@ -1103,6 +1217,13 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     68: _probe_consumer_group_heartbeat,
     69: _probe_consumer_group_describe,
     75: _probe_describe_topic_partitions,
+    76: _probe_share_group_heartbeat,
+    77: _probe_share_group_describe,
+    78: _probe_share_fetch,
+    79: _probe_share_acknowledge,
+    90: _probe_describe_share_group_offsets,
+    91: _probe_alter_share_group_offsets,
+    92: _probe_delete_share_group_offsets,
 }
 
 
