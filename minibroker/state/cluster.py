@@ -124,6 +124,7 @@ class ClusterState:
         )
         self.share_partitions.wall_ms = self.clock.wall_ms
         self.share_partitions.max_sessions = self.config.group_share_max_share_sessions
+        self._share_topic_names = set(self.topics.names())
         self.topics.on_change.append(self._share_topics_changed)
         self.share_groups = ShareGroupCoordinator(
             self._topic_info,
@@ -215,12 +216,15 @@ class ClusterState:
         topic = self.topics.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
+        self._share_topic_names.add(topic_name)  # (topics read from a data directory)
         return topic.partitions[index].log
 
     def _share_topics_changed(self) -> None:
-        """A deleted topic's share partitions go with it."""
+        """A deleted topic's share partitions go with it (the topics known here: those
+        of every change, and those share partitions read)."""
         existing = set(self.topics.names())
-        for topic_name in self.share_partitions.topic_names() - existing:
+        gone, self._share_topic_names = self._share_topic_names - existing, existing
+        for topic_name in gone:
             self.share_partitions.topic_deleted(topic_name)
 
     def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:

@@ -32,6 +32,7 @@ from tests.differential.harness import (
 )
 from tests.differential.raw_scenarios import RAW_SCENARIOS, SCRIPTED_CLIENT
 from tests.differential.scenarios import SCENARIOS
+from tests.differential.share_scenarios import SHARE_RAW_SCENARIOS, relative
 from tests.interop.test_client_matrix import (
     DRIVERS,
     MESSAGES,
@@ -117,9 +118,12 @@ BY_LINE: dict[str, dict[tuple[str, str], str]] = {
 CONSUMER_PROTOCOL_SETTINGS = {
     "group.consumer.assignment.interval.ms": "0",
     "group.consumer.assignor.offload.enable": "false",
+    # The same for share groups (share_scenarios.py).
+    "group.share.assignment.interval.ms": "0",
 }
 SETTINGS = {"4": CONSUMER_PROTOCOL_SETTINGS}
-# Kafka's group.consumer.heartbeat.interval.ms (its default): what its heartbeats tell.
+# Kafka's group.consumer.heartbeat.interval.ms and group.share.heartbeat.interval.ms
+# (their defaults, both 5 s): what its heartbeats tell.
 KAFKA_HEARTBEAT_INTERVAL_MS = 5000
 
 
@@ -269,38 +273,44 @@ MUST_COMPARE_RAW = {
     "consumer_group_v0": {("ConsumerGroupHeartbeat", 0), ("ConsumerGroupDescribe", 0)},
     "consumer_group_refusals": {("ConsumerGroupHeartbeat", 0), ("ConsumerGroupHeartbeat", 1)}
     | {("ConsumerGroupDescribe", 0), ("ConsumerGroupDescribe", 1)},
+    "share_group": {("ShareGroupHeartbeat", 1), ("ShareGroupDescribe", 1)}
+    | {("ShareFetch", 1), ("ShareFetch", 2), ("ShareAcknowledge", 1)}
+    | {("DescribeShareGroupOffsets", 0), ("DescribeShareGroupOffsets", 1)},
 }
+ALL_RAW_SCENARIOS = {**RAW_SCENARIOS, **SHARE_RAW_SCENARIOS}
 
 
-@pytest.mark.parametrize("scenario", sorted(RAW_SCENARIOS))
+@pytest.mark.parametrize("scenario", sorted(ALL_RAW_SCENARIOS))
 def test_raw_requests_answered_like_kafka(
     real_kafka: RealKafka, minibroker: Broker, scenario: str
 ) -> None:
-    """The consumer group protocol's requests, one by one (raw_scenarios.py); each step's
-    answer compared (harness.compare_scripted)."""
+    """The consumer group protocol's requests (raw_scenarios.py) and the share group
+    APIs' (share_scenarios.py), one by one; each step's answer compared
+    (harness.compare_scripted)."""
     if real_kafka.line != "4":
         pytest.skip(
             f"Kafka {real_kafka.version} serves the consumer group protocol only as a "
-            "preview, off by default"
+            "preview, off by default, and no share groups"
         )
 
     def run(bootstrap: str) -> tuple[list[Exchange], list[str]]:
         with RecordingProxy(bootstrap) as proxy:
-            labels = RAW_SCENARIOS[scenario](proxy.bootstrap_servers)
+            labels = ALL_RAW_SCENARIOS[scenario](proxy.bootstrap_servers)
             return proxy.exchanges(), labels
 
     on_kafka, labels = run(real_kafka.bootstrap_servers)
     on_minibroker, minibroker_labels = run(minibroker.bootstrap_servers)
     assert labels == minibroker_labels
-    result = compare_scripted(
-        scripted(on_kafka, SCRIPTED_CLIENT, KAFKA_HEARTBEAT_INTERVAL_MS),
-        scripted(
-            on_minibroker,
-            SCRIPTED_CLIENT,
-            minibroker.config.group_consumer_heartbeat_interval_ms,
-        ),
-        labels,
+    minibroker_interval = (
+        minibroker.config.group_share_heartbeat_interval_ms
+        if scenario in SHARE_RAW_SCENARIOS
+        else minibroker.config.group_consumer_heartbeat_interval_ms
     )
+    kafka_steps = scripted(on_kafka, SCRIPTED_CLIENT, KAFKA_HEARTBEAT_INTERVAL_MS)
+    minibroker_steps = scripted(on_minibroker, SCRIPTED_CLIENT, minibroker_interval)
+    if scenario in SHARE_RAW_SCENARIOS:
+        kafka_steps, minibroker_steps = relative(kafka_steps), relative(minibroker_steps)
+    result = compare_scripted(kafka_steps, minibroker_steps, labels)
     _record(real_kafka.version, scenario, result)
     assert MUST_COMPARE_RAW[scenario] <= set(result.compared), result.compared
     left = unexplained(result.divergences, KNOWN)
