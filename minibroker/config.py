@@ -477,13 +477,7 @@ class BrokerConfig:
             "group.consumer.session.timeout.ms": str(self.group_consumer_session_timeout_ms),
             "group.consumer.heartbeat.interval.ms": str(self.group_consumer_heartbeat_interval_ms),
             "group.consumer.assignors": self.group_consumer_assignors,
-            # group.share.max.share.sessions is reported only when set while running: the
-            # share sessions' limit is the store's until then.
-            **{
-                f"group.share.{name}": str(value)
-                for name, value in self.share_settings()
-                if name != "max.share.sessions"
-            },
+            **{f"group.share.{name}": str(value) for name, value in self.share_settings()},
             "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
             "transactional.id.expiration.ms": str(self.transactional_id_expiration_ms),
             "default.replication.factor": "1",

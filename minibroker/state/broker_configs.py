@@ -134,11 +134,7 @@ KAFKA_BROKER_DEFAULTS: Mapping[str, str | None] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     # Kafka 4.4's share group settings (GroupCoordinatorConfig, ShareGroupConfig).
-    **{
-        f"group.share.{name}": str(value)
-        for name, value in BrokerConfig().share_settings()
-        if name != "max.share.sessions"  # the share sessions' own default (state/share_*)
-    },
+    **{f"group.share.{name}": str(value) for name, value in BrokerConfig().share_settings()},
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "default.replication.factor": "1",

@@ -123,7 +123,6 @@ class ClusterState:
             group_settings, self.group_configs.value
         )
         self.share_partitions.wall_ms = self.clock.wall_ms
-        self.share_partitions.max_sessions = self.config.group_share_max_share_sessions
         self._share_topic_names = set(self.topics.names())
         self.topics.on_change.append(self._share_topics_changed)
         self.share_groups = ShareGroupCoordinator(
