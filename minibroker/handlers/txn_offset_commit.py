@@ -7,7 +7,8 @@ UNSTABLE_OFFSET_COMMIT for them meanwhile. v3+ carry the member id, instance id 
 generation, checked as Kafka checks them (state/transaction_rules.py). v5 (transaction
 version 2) first adds the group to the producer's transaction itself, as AddOffsetsToTxn
 does before v5 (a fenced epoch is INVALID_PRODUCER_EPOCH). Unknown partitions are
-UNKNOWN_TOPIC_OR_PARTITION, metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE.
+UNKNOWN_TOPIC_OR_PARTITION, metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE. A share
+group's id is GROUP_ID_NOT_FOUND on every partition, as Kafka answers.
 Not done: checking, before v5, that AddOffsetsToTxn added the group (Kafka 3.6+ answers
 INVALID_TXN_STATE, TRANSACTION_ABORTABLE at v4, without it).
 """
@@ -58,6 +59,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
     ):
         codes = {(t, p): added for t, p, *_ in offsets}
+    elif request.group_id in ctx.cluster.share_groups.groups:
+        # A share group keeps no committed offsets (Kafka: "not a consumer group").
+        codes = {(t, p): rules.GROUP_ID_NOT_FOUND for t, p, *_ in offsets}
     else:
         codes = ctx.cluster.groups.commit_transactional(
             ctx.cluster.clock.monotonic(),

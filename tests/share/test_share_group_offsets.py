@@ -26,6 +26,7 @@ from tests.sansio import SansIOBroker
 HEARTBEAT, DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 76, 90, 91, 92
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9, 15, 16, 42
 CONSUMER_DESCRIBE = 69
+TXN_OFFSET_COMMIT = 28
 
 
 class RecordingStore(SharePartitionStore):
@@ -333,6 +334,39 @@ def test_a_share_group_is_no_group_for_the_classic_and_consumer_apis(broker: San
         ),
     )
     assert [p.error_code for t in committed.topics for p in t.partitions] == [
+        ErrorCode.group_id_not_found
+    ]
+    txn = broker.call(
+        TXN_OFFSET_COMMIT,
+        3,
+        transactional_id="tx",
+        group_id="sg",
+        producer_id=1,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            make(
+                TXN_OFFSET_COMMIT,
+                3,
+                "TxnOffsetCommitRequestTopic",
+                name="t",
+                partitions=(
+                    make(
+                        TXN_OFFSET_COMMIT,
+                        3,
+                        "TxnOffsetCommitRequestPartition",
+                        partition_index=0,
+                        committed_offset=1,
+                        committed_leader_epoch=-1,
+                        committed_metadata=None,
+                    ),
+                ),
+            ),
+        ),
+    )
+    assert [p.error_code for t in txn.topics for p in t.partitions] == [
         ErrorCode.group_id_not_found
     ]
     assert broker.cluster.group_type("sg") == "share"  # no classic group made on the side
