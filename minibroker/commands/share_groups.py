@@ -15,6 +15,7 @@ import itertools
 import socket
 import ssl
 import struct
+import time
 from typing import Any
 
 from minibroker.commands.common import ToolError, client_settings
@@ -25,6 +26,7 @@ API_VERSIONS, METADATA, FIND_COORDINATOR, LIST_GROUPS = 18, 3, 10, 16
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
 GROUP_ID_NOT_FOUND = 69
+COORDINATOR_LOADING = (14, 15)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
 CLIENT_ID = "minibroker-groups"
 
 
@@ -162,23 +164,32 @@ class ShareGroups:
             )
         return sorted(rows, key=lambda r: r["group"])
 
-    def _coordinator(self, group: str) -> tuple[int, tuple[str, int]]:
-        client = self._connect(self.bootstrap)
-        try:
-            answer = client.call(FIND_COORDINATOR, 4, key_type=0, coordinator_keys=(group,))
-        finally:
-            client.close()
-        [found] = answer.coordinators
-        if found.error_code != 0:
-            raise ToolError(f"group {group!r}: no coordinator ({found.error_code.name})")
-        return found.node_id, (found.host, found.port)
+    def _coordinator(self, group: str) -> tuple[int, tuple[str, int]] | None:
+        """The group's coordinator, asked again while it is being loaded; None if the
+        broker names none (the group is then left to the consumer-group path)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            client = self._connect(self.bootstrap)
+            try:
+                answer = client.call(FIND_COORDINATOR, 4, key_type=0, coordinator_keys=(group,))
+            finally:
+                client.close()
+            [found] = answer.coordinators
+            if found.error_code == 0:
+                return found.node_id, (found.host, found.port)
+            if found.error_code not in COORDINATOR_LOADING or time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
 
     def describe(self, group: str) -> dict[str, Any] | None:
         """Share group `group` (None when it is no share group): state, epochs, members
         and their partitions, and per partition its start offset, lag and readers."""
         if not self.served():
             return None
-        node_id, address = self._coordinator(group)
+        coordinator = self._coordinator(group)
+        if coordinator is None:
+            return None
+        node_id, address = coordinator
         client = self._connect(address)
         try:
             [described] = client.call(
