@@ -6,8 +6,11 @@ Rules (Kafka's GroupConfig):
                  consumer protocol's), share.session.timeout.ms,
                  share.heartbeat.interval.ms, share.record.lock.duration.ms,
                  share.delivery.count.limit, share.partition.max.record.locks,
-                 share.auto.offset.reset and share.isolation.level (share groups'). Any
-                 other name is INVALID_CONFIG.
+                 share.auto.offset.reset, share.isolation.level,
+                 share.renew.acknowledge.enable and share.assignment.interval.ms (share
+                 groups'; the last two are accepted and described as Kafka 4.4 does, and
+                 change nothing: renewals are always served, the assignment computed at
+                 once). Any other name is INVALID_CONFIG.
     Values       the timeouts, intervals and limits are whole numbers of at least 1; a
                  group's heartbeat interval must stay below its session timeout ("X
                  must be greater than Y"). The share.* numbers stay within the broker's
@@ -18,8 +21,9 @@ Rules (Kafka's GroupConfig):
                  group.share.min/max.record.lock.duration.ms, share.delivery.count.limit
                  within group.share.min/max.delivery.count.limit,
                  share.partition.max.record.locks within
-                 group.share.min/max.partition.max.record.locks ("X must be in the range
-                 MIN to MAX inclusive.").
+                 group.share.min/max.partition.max.record.locks,
+                 share.assignment.interval.ms within 0 and 15000 ("X must be in the range
+                 MIN to MAX inclusive."). share.renew.acknowledge.enable is true or false.
                  share.auto.offset.reset is latest, earliest or by_duration:<ISO-8601
                  duration>; share.isolation.level read_uncommitted or read_committed.
                  Anything else is INVALID_CONFIG, and the resource is left unchanged.
@@ -43,7 +47,7 @@ GROUP_RESOURCE = 32
 SOURCE_GROUP_CONFIG = 8  # Kafka's ConfigSource.GROUP_CONFIG
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-# name -> Kafka's config type ("int" or "string")
+# name -> Kafka's config type ("int", "string" or "boolean")
 GROUP_CONFIG_TYPES = {
     "consumer.session.timeout.ms": "int",
     "consumer.heartbeat.interval.ms": "int",
@@ -54,7 +58,12 @@ GROUP_CONFIG_TYPES = {
     "share.partition.max.record.locks": "int",
     "share.auto.offset.reset": "string",
     "share.isolation.level": "string",
+    "share.renew.acknowledge.enable": "boolean",
+    "share.assignment.interval.ms": "int",
 }
+# Group configs accepted and described as Kafka 4.4 does that change nothing here: the
+# assignment is computed at once (no interval), renewals are always served.
+SHARE_ASSIGNMENT_INTERVAL_BOUNDS = (0, 15_000)  # group.share.min/max.assignment.interval.ms
 _ISO_DURATION = re.compile(r"P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?", re.IGNORECASE)
 
 
@@ -70,24 +79,35 @@ def broker_defaults(config: BrokerConfig) -> dict[str, str]:
         "share.partition.max.record.locks": str(config.group_share_partition_max_record_locks),
         "share.auto.offset.reset": "latest",
         "share.isolation.level": "read_uncommitted",
+        "share.renew.acknowledge.enable": "true",
+        "share.assignment.interval.ms": "1000",
     }
 
 
 def share_bounds(config: BrokerConfig) -> dict[str, tuple[int, int]]:
     """The share.* group configs' least and most values (the group.share.min/max.*
     settings)."""
-    return {
+    bounds = {
         f"share.{name.replace('_', '.')}": (
             getattr(config, f"group_share_min_{name}"),
             getattr(config, f"group_share_max_{name}"),
         )
         for name in SHARE_BOUNDED
     }
+    bounds["share.assignment.interval.ms"] = SHARE_ASSIGNMENT_INTERVAL_BOUNDS
+    return bounds
 
 
 def _check_value(name: str, value: str) -> None:
+    if GROUP_CONFIG_TYPES[name] == "boolean":
+        if value.strip().lower() not in ("true", "false"):
+            raise TopicError(
+                INVALID_CONFIG, f"Invalid value {quoted(value)} for configuration {name}"
+            )
+        return
     if GROUP_CONFIG_TYPES[name] == "int":
-        if not re.fullmatch(r"\d{1,10}", value) or not 1 <= int(value) <= 2**31 - 1:
+        least = 0 if name == "share.assignment.interval.ms" else 1
+        if not re.fullmatch(r"\d{1,10}", value) or not least <= int(value) <= 2**31 - 1:
             raise TopicError(
                 INVALID_CONFIG, f"Invalid value {quoted(value)} for configuration {name}"
             )
