@@ -94,6 +94,15 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def _share_group_hint(members: int) -> str:
+    """Where a consumer group leaves members idle, a share group would not."""
+    return (
+        f"; where records need not be handled in partition order, a share group (Kafka "
+        f"4.2+, KIP-932: confluent-kafka's ShareConsumer, Java's KafkaShareConsumer) puts "
+        f"all {members} to work: its members read the same partitions together"
+    )
+
+
 def _hosts_phrase(members: Sequence[str], hosts: Mapping[str, str | None]) -> str | None:
     named = {hosts.get(m) for m in members}
     if len(named) == 1 and None not in named:
@@ -211,7 +220,8 @@ def _warnings(
             text += f" are {where}" if where else " get one each"
         elif (where := _hosts_phrase(owners, ex.hosts)) is not None:
             text += f"; its owners are {where}"
-        warnings.append(text + _host_summary(owners, subscribers, ex.hosts))
+        summary = _host_summary(owners, subscribers, ex.hosts)
+        warnings.append(text + summary + _share_group_hint(len(subscribers)))
 
     idle_members = ex.idle
     if idle_members:
@@ -229,13 +239,14 @@ def _warnings(
                 "which ones wait is a matter of chance and partly changes at every "
                 "restart: add partitions or run fewer consumers"
             )
-            warnings.append(text)
+            warnings.append(text + _share_group_hint(len(ex.order)))
             return warnings
         if ex.strategy == "range" and busy == ex.order[: len(busy)]:
             where = _hosts_phrase(busy, ex.hosts)
             if where:
                 text += f"; the first {len(busy)} in sort order are {where}"
-        warnings.append(text + _host_summary(busy, ex.order, ex.hosts))
+        summary = _host_summary(busy, ex.order, ex.hosts)
+        warnings.append(text + summary + _share_group_hint(len(ex.order)))
 
     if ex.strategy == "range":
         warnings.extend(_range_skew(ex, subs, partition_counts, topics))

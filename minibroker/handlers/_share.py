@@ -108,12 +108,13 @@ def acknowledge(
     index: int,
     batches: Sequence[Any],
     renew_ack: bool,
-) -> ErrorCode:
-    """Apply one partition's acknowledgements (already located)."""
+) -> tuple[ErrorCode, str | None]:
+    """Apply one partition's acknowledgements (already located): the error and its
+    message."""
     if malformed(ctx, batches, renew_ack):
-        return ErrorCode.invalid_request
+        return ErrorCode.invalid_request, None
     if not batches:
-        return ErrorCode.none
+        return ErrorCode.none, None
     return ctx.cluster.share_partitions.acknowledge(
         group_id,
         topic.name,
@@ -160,4 +161,4 @@ def end_with_connection(ctx: RequestContext) -> None:
 def max_sessions(ctx: RequestContext) -> int:
     """group.share.max.share.sessions (Kafka's default 2000)."""
     value = ctx.cluster.broker_configs.value("group.share.max.share.sessions")
-    return int(value) if value is not None else ctx.cluster.share_partitions.max_sessions
+    return int(value) if value is not None else ctx.cluster.config.group_share_max_share_sessions

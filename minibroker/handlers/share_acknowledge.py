@@ -3,9 +3,11 @@
 Acknowledges records a share-group member holds acquired (state/share_partitions.py has
 the rules) within its share session: epoch 0 is INVALID_SHARE_SESSION_EPOCH, no session
 SHARE_SESSION_NOT_FOUND, -1 acknowledges and then closes the session, releasing what the
-member still holds. Each partition answers with its own error: INVALID_REQUEST for
-malformed batches, INVALID_RECORD_STATE for records the member does not hold acquired
-(nothing of that partition applied), TOPIC_AUTHORIZATION_FAILED without READ on the
+member still holds. Each partition answers with its own error (and Kafka 4.4's message):
+INVALID_REQUEST for malformed batches or batches reaching past the records in flight,
+INVALID_RECORD_STATE for records in flight the member does not hold acquired (nothing
+of that partition applied; records before the start offset are skipped),
+TOPIC_AUTHORIZATION_FAILED without READ on the
 topic, UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER with current_leader and node_endpoints.
 A group id and READ on it are checked first (INVALID_REQUEST, GROUP_AUTHORIZATION_FAILED),
 then a member id of 1 to 36 characters (INVALID_REQUEST). v2: type 4 renews the
@@ -58,8 +60,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for wanted in ack_topic.partitions:
             index = wanted.partition_index
             topic, code = _share.locate(ctx, ack_topic.topic_id, index)
+            message = None
             if code == ErrorCode.none and topic is not None:
-                code = _share.acknowledge(
+                code, message = _share.acknowledge(
                     ctx,
                     group_id,
                     member_id,
@@ -76,6 +79,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     "PartitionData",
                     partition_index=index,
                     error_code=code,
+                    error_message=message,
                     current_leader=ctx.make(
                         "LeaderIdAndEpoch", leader_id=leader, leader_epoch=epoch
                     ),

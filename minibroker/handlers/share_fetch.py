@@ -5,14 +5,17 @@ has the rules) within its share session (state/share_sessions.py has the epochs)
 Acknowledgements ride along: each acknowledged partition's result is its
 acknowledge_error_code. The records returned are the log's batches covering the acquired
 offsets, with acquired_records ranges and their delivery counts; the consumer drops the
-records outside them. Only partitions with records, an error or an acknowledgement result
-are listed, as Kafka 4.4 lists them. When nothing can be acquired the request waits
+records outside them. A full fetch (epoch 0), and any answer with records, lists every
+partition of its session; a later one without records only those with an error or an
+acknowledgement result, as Kafka 4.4 lists them. When nothing can be acquired the request waits
 (long poll) up to max_wait, woken by appends to its partitions and by records released
 (acknowledgements, expired locks, share sessions closing).
 Checks as Kafka's KafkaApis: a group id (INVALID_REQUEST), READ on the group
 (GROUP_AUTHORIZATION_FAILED), a member id of 1 to 36 characters (INVALID_REQUEST), READ
 on each topic (TOPIC_AUTHORIZATION_FAILED), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER
-with current_leader and node_endpoints. Group membership is not checked, as Kafka 4.4's
+with current_leader and node_endpoints. A share group no member ever joined has no
+share-partition state to start from: Kafka 4.4 answers its partitions
+UNKNOWN_SERVER_ERROR, and so does this broker. Group membership is not checked, as Kafka 4.4's
 share-partition leaders do not check it (the group coordinator assigns partitions; a
 partition's leader serves whichever member id fetches): records are acquired for the
 member id the request names, and only that member id may acknowledge them.
@@ -21,7 +24,8 @@ max_wait 0, else INVALID_REQUEST) acknowledges without fetching, and only it may
 (type 4); share_acquire_mode 1 (record limit) keeps max_records strictly.
 New records are taken whole batches at a time up to max_bytes (at most the broker's
 fetch_max_bytes; the first batch always, as Fetch does); records acquired again after a
-release are not counted against it.
+release are not counted against it. The session's partitions are taken in turn from the
+one at the request's epoch (Kafka 4.4's round robin), so max_records is shared out.
 Not done: min_bytes beyond answering as soon as something was acquired.
 """
 
@@ -156,9 +160,15 @@ def _acquire(
     byte_budget = cluster.config.fetch_max_bytes
     if request.max_bytes > 0:
         byte_budget = min(byte_budget, request.max_bytes)
-    found = False
+    found = acquired_any = False
     now = cluster.clock.monotonic()
-    for topic_id, index in list(session.partitions):
+    group_exists = cluster.group_type(group_id) == "share"
+
+    def started(topic_name: str, index: int) -> bool:
+        known = cluster.share_partitions.partition(group_id, topic_name, index) is not None
+        return group_exists or known
+
+    for topic_id, index in _rotated(list(session.partitions), request.share_session_epoch):
         topic, code = _share.locate(ctx, topic_id, index)
         if code != ErrorCode.none:
             if first_try:
@@ -166,6 +176,13 @@ def _acquire(
             found = True
             continue
         assert topic is not None
+        if not started(topic.name, index):
+            # Kafka 4.4 starts a share partition's state when its group coordinator hands
+            # the partition out; in a group no member ever joined it has none to read.
+            if first_try:
+                answer.error(topic_id, index, topic, ErrorCode.unknown_server_error)
+            found = True
+            continue
         if budget <= 0 or byte_budget <= 0:
             continue
         acquired = cluster.share_partitions.acquire(
@@ -194,7 +211,23 @@ def _acquire(
             )
             for item in acquired
         )
+        acquired_any = True
+    if acquired_any:
+        # An answer with records lists every partition of the session, as Kafka 4.4's
+        # (a later fetch with none lists only errors and acknowledgement results).
+        for topic_id, index in session.partitions:
+            answer.entry(topic_id, index, cluster.topics.by_id(topic_id))
     return found
+
+
+def _rotated(partitions: list[Any], epoch: int) -> list[Any]:
+    """The session's partitions from the one at the request's epoch on (Kafka 4.4's
+    round-robin PartitionRotateStrategy), so max_records does not always go to the
+    first ones."""
+    if epoch < 1 or len(partitions) < 2:
+        return partitions
+    turn = epoch % len(partitions)
+    return partitions[turn:] + partitions[:turn]
 
 
 def _wait_keys(ctx: RequestContext, session: ShareSession) -> tuple[Any, ...]:
@@ -243,6 +276,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         _share.end_with_connection(ctx)
     session = step.session
     answer = _Answer()
+    if step.full:
+        # A full fetch lists every partition of the session, records or not (Kafka 4.4);
+        # a later one only those with records, an error or an acknowledgement result.
+        for topic_id, index in session.partitions:
+            answer.entry(topic_id, index, ctx.cluster.topics.by_id(topic_id))
     for fetch_topic in request.topics:
         for wanted_partition in fetch_topic.partitions:
             batches = wanted_partition.acknowledgement_batches
@@ -250,11 +288,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             index = wanted_partition.partition_index
             topic, code = _share.locate(ctx, fetch_topic.topic_id, index)
+            message = None
             if code == ErrorCode.none and topic is not None:
-                code = _share.acknowledge(
+                code, message = _share.acknowledge(
                     ctx, group_id, member_id, topic, index, batches, renew_ack
                 )
-            answer.entry(fetch_topic.topic_id, index, topic)["acknowledge_error_code"] = code
+            entry = answer.entry(fetch_topic.topic_id, index, topic)
+            entry["acknowledge_error_code"] = code
+            entry["acknowledge_error_message"] = message
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, session)
         return answer.build(ctx, group_id)

@@ -123,6 +123,7 @@ class ClusterState:
             group_settings, self.group_configs.value
         )
         self.share_partitions.wall_ms = self.clock.wall_ms
+        self._share_topic_names = set(self.topics.names())
         self.topics.on_change.append(self._share_topics_changed)
         self.share_groups = ShareGroupCoordinator(
             self._topic_info,
@@ -213,12 +214,15 @@ class ClusterState:
         topic = self.topics.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
+        self._share_topic_names.add(topic_name)  # (topics read from a data directory)
         return topic.partitions[index].log
 
     def _share_topics_changed(self) -> None:
-        """A deleted topic's share partitions go with it."""
+        """A deleted topic's share partitions go with it (the topics known here: those
+        of every change, and those share partitions read)."""
         existing = set(self.topics.names())
-        for topic_name in self.share_partitions.topic_names() - existing:
+        gone, self._share_topic_names = self._share_topic_names - existing, existing
+        for topic_name in gone:
             self.share_partitions.topic_deleted(topic_name)
 
     def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:

@@ -22,16 +22,20 @@ The rules (Kafka 4.4's SharePartition):
   a fetch takes no new records past that, though it still gets Available ones again.
 - Acquired records are locked for share.record.lock.duration.ms on the broker clock.
   When the lock expires (checked by the housekeeping's tick, and on every fetch and
-  acknowledgement of the partition), or the member leaves the group, the records become
-  Available again, or Archived once their delivery count reached
-  share.delivery.count.limit.
+  acknowledgement of the partition), when the member's share session ends (epoch -1, or
+  the connection that opened it closes), or when the member leaves the group with no
+  share session open, the records become Available again, or Archived once their
+  delivery count reached share.delivery.count.limit. (As on Kafka 4.4, leaving the
+  group does not take records from an open session: the member may still acknowledge
+  them before it closes the session.)
 - Acknowledgements (by the member holding the records acquired): 0 gap and 3 reject
   archive, 1 accept acknowledges, 2 release makes Available again (Archived past the
   delivery count limit), 4 renew locks them again for a full lock duration. An
-  acknowledgement of records that are not Acquired, or acquired by another member, is
-  refused whole with INVALID_RECORD_STATE, and nothing of that partition's
-  acknowledgement is applied. Offsets before the log start (deleted while in flight)
-  are skipped.
+  acknowledgement of records in flight that are not Acquired, or acquired by another
+  member, or made when no record is in flight, is refused whole with
+  INVALID_RECORD_STATE; one that reaches past the records in flight with
+  INVALID_REQUEST; nothing of that partition's acknowledgement is applied then.
+  Offsets before the start offset (done, or deleted from the log) are skipped.
 - The SPSO moves past Acknowledged and Archived records at the front, never past an
   Available or Acquired one. When retention or DeleteRecords moves the log start past
   the SPSO, the SPSO follows it and the in-flight records before it are dropped.
@@ -53,13 +57,22 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.protocol import records
 from minibroker.state.log import PartitionLog
-from minibroker.state.share_sessions import DEFAULT_MAX_SESSIONS, ShareSessions
+from minibroker.state.share_sessions import ShareSessions
 
 ACK_GAP = 0
 ACK_ACCEPT = 1
 ACK_RELEASE = 2
 ACK_REJECT = 3
 ACK_RENEW = 4
+
+# Kafka 4.4's messages for acknowledgements it refuses.
+PAST_ACQUIRED_FIRST = (
+    "Batch record not found. The first offset in request is past acquired records."
+)
+PAST_ACQUIRED_LAST = "Batch record not found. The last offset in request is past acquired records."
+NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
+NOT_IN_FLIGHT = "Batch record not found. The request batch offsets are not found in the cache."
+NOT_OWNER = "Member is not the owner of batch record"
 
 # How many bytes of log an acquisition reads at a time to find batch boundaries.
 SCAN_BYTES = 256 * 1024
@@ -357,21 +370,30 @@ class SharePartition:
         now: float,
         settings: ShareSettings,
         log_start: int,
-    ) -> ErrorCode:
-        """Apply (first, last, types) acknowledgements of `member`, all or none."""
+    ) -> tuple[ErrorCode, str | None]:
+        """Apply (first, last, types) acknowledgements of `member`, all or none; the
+        error and Kafka 4.4's message for it."""
         self.follow_log_start(log_start)
         self.expire(now, settings.delivery_limit)
         pieces: list[tuple[int, int, int]] = []
+        if not self.runs:
+            return ErrorCode.invalid_record_state, NOT_IN_FLIGHT
         for first, last, types in batches:
-            first = max(first, log_start)
-            if first > last:
-                continue  # deleted from the log while in flight
+            if first >= self.end_offset:
+                return ErrorCode.invalid_request, PAST_ACQUIRED_FIRST
+            if last >= self.end_offset:
+                return ErrorCode.invalid_request, PAST_ACQUIRED_LAST
+            # Offsets before the start offset are done (or deleted): skipped, as Kafka
+            # skips them.
+            clamped = max(first, self.start_offset)
+            if clamped > last:
+                continue
             if len(types) == 1:
-                pieces.append((first, last, types[0]))
+                pieces.append((clamped, last, types[0]))
                 continue
             # One type per offset: consecutive offsets of one type as one piece.
-            offset = first
-            for kind, same in itertools.groupby(types[first - (last - len(types) + 1) :]):
+            offset = clamped
+            for kind, same in itertools.groupby(types[clamped - first :]):
                 count = sum(1 for _ in same)
                 pieces.append((offset, offset + count - 1, kind))
                 offset += count
@@ -379,8 +401,11 @@ class SharePartition:
         for first, last, _ in pieces:
             # A batch starting at the previous one's last offset names that record twice:
             # it is no longer Acquired when the second comes to it.
-            if first <= previous_last or not self._held_by(member, first, last):
-                return ErrorCode.invalid_record_state
+            if first <= previous_last:
+                return ErrorCode.invalid_record_state, NOT_ACQUIRED
+            refusal = self._refusal(member, first, last)
+            if refusal is not None:
+                return ErrorCode.invalid_record_state, refusal
             previous_last = last
         for first, last, kind in pieces:
             self._split_at(first)
@@ -392,19 +417,20 @@ class SharePartition:
                     break
                 self._apply(run, kind, now, settings)
         self._normalize()
-        return ErrorCode.none
+        return ErrorCode.none, None
 
-    def _held_by(self, member: str, first: int, last: int) -> bool:
-        if first < self.start_offset or last >= self.end_offset:
-            return False
+    def _refusal(self, member: str, first: int, last: int) -> str | None:
+        """Why `member` may not acknowledge first..last (all in flight), or None."""
         index = self._index_of(first)
         assert index is not None
         for run in self.runs[index:]:
             if run.first > last:
                 break
-            if run.state != RecordState.ACQUIRED or run.member != member:
-                return False
-        return True
+            if run.state != RecordState.ACQUIRED:
+                return NOT_ACQUIRED
+            if run.member != member:
+                return NOT_OWNER
+        return None
 
     def _apply(self, run: Run, kind: int, now: float, settings: ShareSettings) -> None:
         if kind == ACK_ACCEPT:
@@ -552,8 +578,6 @@ class SharePartitionStore:
         self.partitions: dict[Key, SharePartition] = {}
         # Each node's share sessions (a session lives on the broker it was opened with).
         self.node_sessions: dict[int, ShareSessions] = {}
-        # group.share.max.share.sessions when the broker configs do not set it.
-        self.max_sessions = DEFAULT_MAX_SESSIONS
         # Called with a share partition's key and its state (None: gone) after a change
         # worth keeping (a data directory's journal, storage/share_state.py).
         self.on_persist: Callable[[Key, SharePartition | None], None] = lambda key, state: None
@@ -633,23 +657,27 @@ class SharePartitionStore:
         member_id: str,
         batches: Iterable[tuple[int, int, tuple[int, ...]]],
         now: float,
-    ) -> ErrorCode:
+    ) -> tuple[ErrorCode, str | None]:
         """ShareFetch/ShareAcknowledge acknowledgements of one partition (validated for
-        form by the caller): NONE or INVALID_RECORD_STATE (nothing applied then)."""
+        form by the caller): NONE, or why not (nothing applied then) with Kafka's message:
+        INVALID_REQUEST past the records in flight, INVALID_RECORD_STATE for records the
+        member does not hold acquired."""
         partition = self.partitions.get((group_id, topic, index))
         log = self.log_of(topic, index)
         if partition is None or log is None:
-            return ErrorCode.invalid_record_state
+            return ErrorCode.invalid_record_state, NOT_IN_FLIGHT
         settings = self.settings_of(group_id)
         before = partition.start_offset
-        code = partition.acknowledge(member_id, list(batches), now, settings, log.log_start_offset)
+        code, message = partition.acknowledge(
+            member_id, list(batches), now, settings, log.log_start_offset
+        )
         if code == ErrorCode.none:
             self._persist((group_id, topic, index))
-            if partition.runs and any(r.state == RecordState.AVAILABLE for r in partition.runs):
+            if any(r.state == RecordState.AVAILABLE for r in partition.runs):
                 self.on_change(log)  # released records: waiting fetches can take them
             elif partition.start_offset != before:
                 self.on_change(log)
-        return code
+        return code, message
 
     # --- the coordinator's and offset APIs' calls ---
 
@@ -712,10 +740,6 @@ class SharePartitionStore:
         for topic, index in partitions:
             if self.partitions.pop((group_id, topic, index), None) is not None:
                 self._persist((group_id, topic, index))
-
-    def topic_names(self) -> set[str]:
-        """The topics some share partition state is kept for."""
-        return {topic for _, topic, _ in self.partitions}
 
     def topic_deleted(self, topic: str) -> None:
         """A deleted topic's share partitions go with it."""

@@ -126,3 +126,21 @@ def test_the_brokers_assignors_match_its_coordinator() -> None:
     )
     assert ranged.assignment["a"] == [("t", 0), ("t", 1), ("u", 0), ("u", 1)]
     assert ranged.assignment["b"] == [("t", 2), ("u", 2)]
+
+
+def test_idle_members_are_pointed_to_a_share_group() -> None:
+    """Where a consumer group leaves members idle, the warning suggests a share group, in
+    which every member reads; where nobody idles, it does not."""
+    for protocol in ("classic", "consumer"):
+        result = explain_assignment(
+            eighteen_consumers(), ["my-topic"], {"my-topic": 6}, group_protocol=protocol
+        )
+        (warning,) = result.warnings
+        assert "a share group" in warning and "puts all 18 to work" in warning, warning
+    per_topic = explain_assignment(["a", "b", "c"], ["t", "u"], {"t": 1, "u": 6})
+    assert not per_topic.idle
+    (warning,) = per_topic.warnings
+    assert warning.startswith("topic t: 3 consumers, 1 partition: 2 members will receive nothing")
+    assert "a share group" in warning and "puts all 3 to work" in warning
+    even = explain_assignment(["a", "b", "c"], ["t"], {"t": 6})
+    assert not any("share group" in w for w in even.warnings)

@@ -11,9 +11,44 @@ from typing import Any
 from harness.raw_client import make, make_request
 from minibroker.protocol import records
 
-SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 VERSION = 2
 Ack = tuple[int, int, Sequence[int]]  # first offset, last offset, types
+
+
+def join(request: Callable[[int, int, Any], Any], group: str, member: str, topic: str) -> None:
+    """`member` joins share group `group` subscribed to `topic` (ShareGroupHeartbeat)."""
+    answer = request(
+        SHARE_GROUP_HEARTBEAT,
+        1,
+        make_request(
+            SHARE_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            member_epoch=0,
+            rack_id=None,
+            subscribed_topic_names=(topic,),
+        ),
+    )
+    assert answer.error_code == 0, answer
+
+
+def leave(request: Callable[[int, int, Any], Any], group: str, member: str) -> None:
+    answer = request(
+        SHARE_GROUP_HEARTBEAT,
+        1,
+        make_request(
+            SHARE_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            member_epoch=-1,
+            rack_id=None,
+            subscribed_topic_names=None,
+        ),
+    )
+    assert answer.error_code == 0, answer
 
 
 def ack_batches(api_key: int, acks: Sequence[Ack]) -> tuple[Any, ...]:

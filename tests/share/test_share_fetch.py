@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, ShareConsumer
 from kio.schema.errors import ErrorCode
 
 from harness.raw_client import RawClient, make, make_request, produce_batch
@@ -20,13 +20,14 @@ from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.state.share_partitions import ACK_ACCEPT, ACK_REJECT, ACK_RELEASE
 from tests.sansio import SansIOBroker
-from tests.share.members import add_member, remove_member
 from tests.share.share_wire import (
     SHARE_FETCH,
     VERSION,
     ShareMember,
     acquired_offsets,
     fetch_request,
+    join,
+    leave,
     partitions_of,
 )
 
@@ -68,7 +69,8 @@ def client(broker: Broker) -> Iterator[RawClient]:
 
 
 def member(broker: Broker, client: RawClient, name: str) -> ShareMember:
-    broker._on_loop(lambda: add_member(broker.state, GROUP, name))
+    """`name` joins the group (ShareGroupHeartbeat) and is ready to fetch on `client`."""
+    join(client.request, GROUP, name, TOPIC)
     topic_id = broker._on_loop(lambda: broker.state.topics.get(TOPIC)).topic_id  # type: ignore[union-attr]
     return ShareMember(client.request, GROUP, name, topic_id)
 
@@ -118,8 +120,16 @@ def test_share_session_epochs(broker: Broker, client: RawClient) -> None:
     assert alice.fetch().error_code == ErrorCode.share_session_not_found
 
 
-def test_session_limit(broker: Broker, client: RawClient) -> None:
-    broker._on_loop(lambda: setattr(broker.state.share_partitions, "max_sessions", 1))
+def test_session_limit() -> None:
+    with (
+        Broker(group_share_max_share_sessions=1) as broker,
+        RawClient(broker.bootstrap_servers) as client,
+    ):
+        broker.create_topic(TOPIC, 1)
+        _session_limit(broker, client)
+
+
+def _session_limit(broker: Broker, client: RawClient) -> None:
     alice, bob = member(broker, client, "alice"), member(broker, client, "bob")
     assert alice.fetch().error_code == ErrorCode.none
     assert bob.fetch().error_code == ErrorCode.share_session_limit_reached
@@ -151,8 +161,9 @@ def test_bad_acknowledgements(broker: Broker, client: RawClient) -> None:
     assert ack_code(alice, [(0, 1, (4,))]) == ErrorCode.invalid_request
     renewed = alice.acknowledge([(0, 1, (4,))], renew=True)
     assert [p.error_code for p in partitions_of(renewed)] == [ErrorCode.none]
-    assert ack_code(alice, [(0, 5, (ACK_ACCEPT,))]) == ErrorCode.invalid_record_state
+    assert ack_code(alice, [(0, 5, (ACK_ACCEPT,))]) == ErrorCode.invalid_request  # past
     assert ack_code(alice, [(0, 1, (ACK_ACCEPT,))]) == ErrorCode.none
+    # Nothing is in flight any more: Kafka 4.4 finds no batch for it.
     assert ack_code(alice, [(0, 0, (ACK_ACCEPT,))]) == ErrorCode.invalid_record_state
 
 
@@ -169,12 +180,15 @@ def test_a_member_id_the_group_does_not_know_is_served_as_on_kafka(
     broker: Broker, client: RawClient
 ) -> None:
     # Kafka 4.4's partition leaders do not check group membership: the records are
-    # acquired for the member id the request names.
+    # acquired for the member id the request names, once the group exists.
     produce(client, b"a")
     topic_id = broker._on_loop(lambda: broker.state.topics.get(TOPIC)).topic_id  # type: ignore[union-attr]
+    nobody = ShareMember(client.request, "nobody-joined", "alice", topic_id)
+    [partition] = partitions_of(nobody.fetch())
+    assert partition.error_code == ErrorCode.unknown_server_error  # as Kafka 4.4 answers
+    alice = member(broker, client, "alice")
     stranger = ShareMember(client.request, GROUP, str(uuid.uuid4()), topic_id)
     assert acquired_offsets(stranger.fetch()) == {0: 1}
-    alice = member(broker, client, "alice")
     alice.fetch()
     [partition] = partitions_of(alice.acknowledge([(0, 0, (ACK_ACCEPT,))]))
     assert partition.error_code == ErrorCode.invalid_record_state
@@ -254,7 +268,7 @@ def test_records_go_back_at_once_when_the_session_connection_closes(
         assert acquired_offsets(alice.fetch()) == {0: 1}
         # Leaving the group leaves the records with alice's open session (Kafka 4.4: she
         # may still acknowledge them over it).
-        broker._on_loop(lambda: remove_member(broker.state, GROUP, "alice"))
+        leave(client.request, GROUP, "alice")
         assert acquired_offsets(bob.fetch()) == {}
     # Her connection closed (a consumer killed mid-batch): released, no lock to wait for.
     for _ in range(200):
@@ -297,7 +311,6 @@ def test_not_leader_and_unknown_topic_id_without_sockets() -> None:
     topic = broker.cluster.topics.create(TOPIC, 1)
     assert topic is not None
     broker.cluster.move_leader(TOPIC, 0, 1)
-    add_member(broker.cluster, GROUP, "alice")
 
     def fetch(topic_id: uuid.UUID) -> Any:
         return broker.request(SHARE_FETCH, VERSION, fetch_request(GROUP, "alice", 0, topic_id))
@@ -348,3 +361,78 @@ def test_a_deleted_topic_takes_its_share_partitions(broker: Broker, client: RawC
     assert broker._on_loop(lambda: broker.state.share_partitions.initialized(GROUP)) == {}
     [partition] = partitions_of(alice.fetch())
     assert partition.error_code == ErrorCode.unknown_topic_id
+
+
+def test_share_consumers_receive_every_record_once_and_accept_it(
+    broker: Broker, client: RawClient
+) -> None:
+    """confluent-kafka's ShareConsumer: three consumers on one partition share its
+    records, each delivered once, and their implicit acknowledgements accept them all."""
+    values = [b"r%d" % i for i in range(60)]
+    for start in range(0, len(values), 5):
+        produce(client, *values[start : start + 5])
+    consumers = [
+        ShareConsumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": GROUP,
+                "client.id": f"share-{i}",
+                "log_level": 0,
+            }
+        )
+        for i in range(3)
+    ]
+    delivered: list[bytes] = []
+    try:
+        for consumer in consumers:
+            consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 20
+        while len(delivered) < len(values) and time.monotonic() < deadline:
+            for consumer in consumers:
+                for message in consumer.poll(0.05):
+                    if message.error() is None:
+                        delivered.append(message.value())
+        for consumer in consumers:
+            consumer.poll(0.05)  # acknowledges the last records polled (implicit mode)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert sorted(delivered) == sorted(values)
+    assert broker._on_loop(lambda: broker.state.share_partitions.initialized(GROUP)) == {
+        (TOPIC, 0): len(values)
+    }
+
+
+def test_partitions_take_turns_by_session_epoch_without_sockets() -> None:
+    broker = SansIOBroker()
+    topic = broker.cluster.topics.create(TOPIC, 2)
+    assert topic is not None
+    broker.cluster.group_configs.alter(GROUP, [("share.auto.offset.reset", 0, "earliest")])
+    join(broker.request, GROUP, "alice", TOPIC)
+    for index in (0, 1):
+        for _ in range(3):
+            batch = records.build_batch([(None, b"v")], timestamp_ms=int(time.time() * 1000))
+            produce_batch(broker.request, TOPIC, index, batch)
+
+    def first_partition(epoch: int) -> int:
+        request = fetch_request(GROUP, "alice", epoch, topic.topic_id, (0, 1), max_records=1)
+        answer = broker.request(SHARE_FETCH, VERSION, request)
+        [read] = [p for p in partitions_of(answer) if p.acquired_records]
+        return int(read.partition_index)
+
+    # Kafka 4.4 starts at the partition at the request's epoch: max_records is shared out.
+    assert [first_partition(epoch) for epoch in range(4)] == [0, 1, 0, 1]
+    # A full fetch lists every partition of the session, an incremental one only those
+    # with something to say.
+    listed = partitions_of(
+        broker.request(
+            SHARE_FETCH,
+            VERSION,
+            fetch_request(GROUP, "bob", 0, topic.topic_id, (0, 1), max_records=0),
+        )
+    )
+    assert sorted(p.partition_index for p in listed) == [0, 1]
+    again = broker.request(
+        SHARE_FETCH, VERSION, fetch_request(GROUP, "bob", 1, topic.topic_id, (0, 1), max_records=0)
+    )
+    assert partitions_of(again) == []

@@ -8,7 +8,6 @@ import datetime
 import os
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -25,11 +24,9 @@ from minibroker.state.share_partitions import (
     ShareSettings,
 )
 from minibroker.storage import share_state
-from tests.share.share_wire import ShareMember, acquired_offsets
+from tests.share.share_wire import ShareMember, acquired_offsets, join
 from tests.share.test_share_fetch import GROUP, TOPIC, set_group_configs
 from tests.share.test_share_partition_rules import log_of
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -39,17 +36,7 @@ def _free_port() -> int:
 
 
 def _start(data_dir: Path, port: int) -> ChildBroker:
-    child = ChildBroker(cwd=ROOT)
-    child.args = [
-        sys.executable,
-        "-m",
-        "tests.share.share_child",
-        str(data_dir),
-        str(port),
-        GROUP,
-        "alice",
-    ]
-    return child.start()
+    return ChildBroker(port=port, data_dir=str(data_dir)).start()
 
 
 def _topic_id(client: RawClient) -> object:
@@ -93,6 +80,7 @@ def test_acknowledged_records_are_not_redelivered_after_kill_9_and_clean_stop(
         for value in (b"a", b"b", b"c", b"d"):
             batch = records.build_batch([(None, value)], timestamp_ms=now_ms)
             produce_batch(client.request, TOPIC, 0, batch)
+        join(client.request, GROUP, "alice", TOPIC)
         alice = ShareMember(client.request, GROUP, "alice", _topic_id(client))  # type: ignore[arg-type]
         assert acquired_offsets(alice.fetch()) == {0: 1, 1: 1, 2: 1, 3: 1}
         assert alice.acknowledge([(0, 1, (ACK_ACCEPT,))]).error_code == 0

@@ -56,6 +56,18 @@ def log_of(*batch_sizes: int) -> MemoryLog:
     return log
 
 
+def ack(
+    partition: SharePartition,
+    member: str,
+    batches: list[tuple[int, int, tuple[int, ...]]],
+    now: float,
+    settings: ShareSettings,
+    log_start: int,
+) -> ErrorCode:
+    """The error of an acknowledgement (its message aside)."""
+    return partition.acknowledge(member, batches, now, settings, log_start)[0]
+
+
 def states(partition: SharePartition) -> list[tuple[int, int, RecordState, int]]:
     return [(r.first, r.last, r.state, r.delivery_count) for r in partition.runs]
 
@@ -139,7 +151,7 @@ def test_acknowledge_piecemeal_splits_runs_and_moves_the_start_offset() -> None:
     partition = SharePartition(0)
     partition.acquire("m", 0.0, log, SETTINGS, 10)
     types = (ACK_ACCEPT, ACK_REJECT, ACK_RELEASE, ACK_GAP)
-    assert partition.acknowledge("m", [(0, 3, types)], 1.0, SETTINGS, 0) == ErrorCode.none
+    assert ack(partition, "m", [(0, 3, types)], 1.0, SETTINGS, 0) == ErrorCode.none
     # 0 and 1 are done at the front: the start offset passes them, stops at the released 2.
     assert partition.start_offset == 2
     assert states(partition) == [
@@ -153,16 +165,21 @@ def test_acknowledgement_by_another_member_or_of_unacquired_records_is_refused_w
     log = log_of(4)
     partition = SharePartition(0)
     partition.acquire("m", 0.0, log, SETTINGS, 2, strict=True)
-    assert partition.acknowledge("other", [(0, 1, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == (
+    assert ack(partition, "other", [(0, 1, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == (
         ErrorCode.invalid_record_state
     )
-    # 2 was never acquired: the batch naming 0..2 changes nothing, not even 0 and 1.
-    assert partition.acknowledge("m", [(0, 2, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == (
-        ErrorCode.invalid_record_state
+    # 2 was never taken in flight: the batch naming 0..2 changes nothing, not even 0 and 1.
+    assert ack(partition, "m", [(0, 2, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == (
+        ErrorCode.invalid_request
     )
     assert states(partition) == [(0, 1, RecordState.ACQUIRED, 1)]
-    assert partition.acknowledge("m", [(0, 1, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == ErrorCode.none
-    assert partition.acknowledge("m", [(0, 0, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == (
+    assert ack(partition, "m", [(0, 0, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == ErrorCode.none
+    # 0 is done and behind the start offset: naming it again is skipped, as Kafka does.
+    assert ack(partition, "m", [(0, 0, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == ErrorCode.none
+    partition.acquire("m", 0.0, log, SETTINGS, 2, strict=True)  # 2 and 3
+    assert ack(partition, "m", [(2, 2, (ACK_REJECT,))], 1.0, SETTINGS, 0) == ErrorCode.none
+    # 2 is done but 1 still holds the start offset back: 2 is in flight, not Acquired.
+    assert ack(partition, "m", [(2, 2, (ACK_ACCEPT,))], 1.0, SETTINGS, 0) == (
         ErrorCode.invalid_record_state
     )
 
@@ -186,7 +203,7 @@ def test_release_at_the_delivery_limit_archives() -> None:
     partition = SharePartition(0)
     limit = ShareSettings(delivery_limit=1)
     partition.acquire("m", 0.0, log, limit, 10)
-    assert partition.acknowledge("m", [(0, 0, (ACK_RELEASE,))], 1.0, limit, 0) == ErrorCode.none
+    assert ack(partition, "m", [(0, 0, (ACK_RELEASE,))], 1.0, limit, 0) == ErrorCode.none
     assert partition.start_offset == 1
 
 
@@ -194,7 +211,7 @@ def test_renew_extends_the_lock() -> None:
     log = log_of(1)
     partition = SharePartition(0)
     partition.acquire("m", 0.0, log, SETTINGS, 10)
-    assert partition.acknowledge("m", [(0, 0, (ACK_RENEW,))], 20.0, SETTINGS, 0) == ErrorCode.none
+    assert ack(partition, "m", [(0, 0, (ACK_RENEW,))], 20.0, SETTINGS, 0) == ErrorCode.none
     assert not partition.expire(35.0, SETTINGS.delivery_limit)
     assert partition.next_deadline() == 50.0
 
@@ -217,9 +234,9 @@ def test_in_flight_limit_stops_new_records_but_not_redeliveries() -> None:
     partition = SharePartition(0)
     assert partition.acquire("m", 0.0, log, tight, 10) == [Acquired(0, 1, 1)]
     assert partition.acquire("m", 0.0, log, tight, 10) == []
-    partition.acknowledge("m", [(1, 1, (ACK_RELEASE,))], 0.0, tight, 0)
+    ack(partition, "m", [(1, 1, (ACK_RELEASE,))], 0.0, tight, 0)
     assert partition.acquire("m", 0.0, log, tight, 10) == [Acquired(1, 1, 2)]
-    partition.acknowledge("m", [(0, 1, (ACK_ACCEPT,))], 0.0, tight, 0)
+    ack(partition, "m", [(0, 1, (ACK_ACCEPT,))], 0.0, tight, 0)
     assert partition.acquire("m", 0.0, log, tight, 10) == [Acquired(2, 2, 1)]
 
 
@@ -248,8 +265,8 @@ def test_compaction_gaps_are_acquired_with_their_batches_and_acknowledged_as_gap
     # The next fetch starts in the gap: it is acquired with the batch after it.
     assert partition.acquire("m", 0.0, log, SETTINGS, 1) == [Acquired(1, 2, 1)]
     types = (ACK_GAP, ACK_ACCEPT)
-    assert partition.acknowledge("m", [(1, 2, types)], 0.0, SETTINGS, 0) == ErrorCode.none
-    assert partition.acknowledge("m", [(0, 0, (ACK_ACCEPT,))], 0.0, SETTINGS, 0) == (ErrorCode.none)
+    assert ack(partition, "m", [(1, 2, types)], 0.0, SETTINGS, 0) == ErrorCode.none
+    assert ack(partition, "m", [(0, 0, (ACK_ACCEPT,))], 0.0, SETTINGS, 0) == (ErrorCode.none)
     assert (partition.start_offset, partition.runs) == (3, [])
 
 
@@ -259,7 +276,7 @@ def test_records_deleted_while_in_flight_move_the_start_offset() -> None:
     partition.acquire("m", 0.0, log, SETTINGS, 3)
     log.delete_before(3)
     # Offsets before the log start are skipped, the rest must be held.
-    assert partition.acknowledge("m", [(0, 3, (ACK_ACCEPT,))], 0.0, SETTINGS, 3) == ErrorCode.none
+    assert ack(partition, "m", [(0, 3, (ACK_ACCEPT,))], 0.0, SETTINGS, 3) == ErrorCode.none
     assert partition.start_offset == 4
     assert partition.acquire("m", 0.0, log, SETTINGS, 10) == [Acquired(4, 5, 1)]
 
@@ -295,7 +312,7 @@ def test_snapshot_keeps_acknowledged_and_makes_acquired_available() -> None:
     log = log_of(2, 2)
     partition = SharePartition(0)
     partition.acquire("m", 0.0, log, SETTINGS, 10)
-    partition.acknowledge("m", [(0, 0, (ACK_ACCEPT,)), (2, 2, (ACK_ACCEPT,))], 0.0, SETTINGS, 0)
+    ack(partition, "m", [(0, 0, (ACK_ACCEPT,)), (2, 2, (ACK_ACCEPT,))], 0.0, SETTINGS, 0)
     restored = SharePartition.from_snapshot(partition.snapshot())
     assert restored.start_offset == 1
     assert states(restored) == [
@@ -354,15 +371,20 @@ def test_no_record_is_redelivered_after_it_is_done(
             _, member, first, length, ack_type = action
             last = first + length
             partition.expire(now, limit.delivery_limit)
+            start, end = partition.start_offset, partition.end_offset
+            in_flight = bool(partition.runs)
             held = {
                 offset
                 for run in partition.runs
                 if run.state == RecordState.ACQUIRED and run.member == member
                 for offset in range(run.first, run.last + 1)
             }
-            code = partition.acknowledge(member, [(first, last, (ack_type,))], now, limit, 0)
-            # Accepted exactly when the member holds every record named.
-            assert (code == ErrorCode.none) == set(range(first, last + 1)).issubset(held)
+            code = ack(partition, member, [(first, last, (ack_type,))], now, limit, 0)
+            # Accepted exactly when the member holds every record named in flight (those
+            # before the start offset are skipped).
+            named = set(range(max(first, start), last + 1))
+            accepted = in_flight and last < end and named.issubset(held)
+            assert (code == ErrorCode.none) == accepted
             if code == ErrorCode.none and ack_type in (ACK_ACCEPT, ACK_REJECT, ACK_GAP):
                 done.update(range(first, last + 1))
         elif kind == "tick":
