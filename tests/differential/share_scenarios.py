@@ -21,19 +21,17 @@ minibroker does.
 from __future__ import annotations
 
 import datetime
-import time
-import uuid
 from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from harness.raw_client import RawClient, make
-from minibroker.protocol.recording import plain
-from tests.differential.harness import SETTLING, Step, error_codes
-from tests.differential.raw_scenarios import FIND_COORDINATOR, SETUP_CLIENT, Script
+from harness.raw_client import make
+from tests.differential.harness import Step
+from tests.differential.raw_scenarios import Script
 from tests.differential.scenarios import QUIET, TIMEOUT, admin, create
+from tests.share.share_clients import share_group_ready
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 SHARE_FETCH, SHARE_ACKNOWLEDGE, DESCRIBE_SHARE_GROUP_OFFSETS = 78, 79, 90
@@ -61,49 +59,6 @@ def _produce(bootstrap: str, topic: str, count: int) -> None:
     for i in range(count):
         producer.produce(topic, f"share-{i}".encode(), partition=0)
     assert producer.flush(TIMEOUT) == 0
-
-
-def share_ready(bootstrap: str, group: str, topic: str) -> None:
-    """On a connection of its own, a member of `group` heartbeats until it is assigned
-    `topic` (the broker has initialised the group's share-partition state), then leaves."""
-    deadline = time.monotonic() + TIMEOUT
-    member = uuid.uuid4().hex[:22]
-    with RawClient(bootstrap, timeout=TIMEOUT, client_id=SETUP_CLIENT) as setup:
-        # Kafka creates __consumer_offsets at the first FindCoordinator and loads it a
-        # moment later; until then its group coordinator answers NOT_COORDINATOR.
-        while error_codes(
-            plain(setup.call(FIND_COORDINATOR, 4, key_type=0, coordinator_keys=(group,)))
-        ) - {0}:
-            assert time.monotonic() < deadline, f"no coordinator for {group}"
-            time.sleep(0.1)
-        epoch = 0
-        while True:
-            answer = setup.call(
-                SHARE_GROUP_HEARTBEAT,
-                1,
-                group_id=group,
-                member_id=member,
-                member_epoch=epoch,
-                rack_id=None,
-                subscribed_topic_names=(topic,) if epoch == 0 else None,
-            )
-            codes = error_codes(plain(answer))
-            assert not codes - SETTLING - {0}, f"the probe member was refused: {codes}"
-            if not codes & SETTLING:
-                epoch = answer.member_epoch
-                if answer.assignment is not None and answer.assignment.topic_partitions:
-                    break
-            assert time.monotonic() < deadline, f"{group} was never assigned {topic}"
-            time.sleep(0.2)
-        setup.call(
-            SHARE_GROUP_HEARTBEAT,
-            1,
-            group_id=group,
-            member_id=member,
-            member_epoch=-1,
-            rack_id=None,
-            subscribed_topic_names=None,
-        )
 
 
 class ShareScript(Script):
@@ -222,7 +177,7 @@ class ShareScript(Script):
 def share_group(bootstrap: str) -> list[str]:
     """One member on a topic of one partition holding 5 records, with the group's
     share.auto.offset.reset set to earliest and its share-partition state initialised by
-    a member that joined and left (`share_ready`).
+    a member that joined and left (`share_group_ready`).
 
     ShareGroupDescribe of the group (empty) and of one nobody made (GROUP_ID_NOT_FOUND);
     A joins (epoch, assignment by topic id); ShareGroupDescribe with A; a ShareFetch
@@ -241,7 +196,7 @@ def share_group(bootstrap: str) -> list[str]:
     create(bootstrap, TOPIC, 1)
     _set_earliest(bootstrap, GROUP)
     _produce(bootstrap, TOPIC, RECORDS)
-    share_ready(bootstrap, GROUP, TOPIC)
+    share_group_ready(bootstrap, GROUP, TOPIC)
     with ShareScript(bootstrap) as s:
         s.describe("the group after the probe left", GROUP)
         s.describe("a group nobody made", "diff-share-nobody")

@@ -19,11 +19,14 @@ import queue
 import signal
 import subprocess
 import threading
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+from harness.raw_client import RawClient
 from tests.interop.test_client_matrix import Built, Driver
 
 AckKind = Literal["accept", "release", "reject"]
@@ -301,3 +304,60 @@ class ShareGroupAdmin:
 
     def close(self) -> None:
         self.driver.close()
+
+
+# --- a group made ready ---
+
+SHARE_GROUP_HEARTBEAT, FIND_COORDINATOR = 76, 10
+READY_TIMEOUT = 20.0
+SETTLING = frozenset({14, 15, 16})  # the coordinator loading, not available, not this broker
+
+
+def share_group_ready(bootstrap: str, group: str, topic: str) -> None:
+    """A member of `group` heartbeats (raw ShareGroupHeartbeat requests, a few a second)
+    until it is assigned `topic`, then leaves: the broker has initialised the group's
+    share-partition state. Kafka does that a moment after a new group's first member
+    joins, assigning nothing until then, and its clients hear of the assignment at their
+    next heartbeat (5 s at the least): a group made ready first spares each scenario
+    that wait."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    member = uuid.uuid4().hex[:22]
+    with RawClient(bootstrap, timeout=READY_TIMEOUT, client_id="share-ready") as setup:
+        # Kafka creates __consumer_offsets at the first FindCoordinator and loads it a
+        # moment later; until then its group coordinator answers NOT_COORDINATOR.
+        while any(
+            found.error_code
+            for found in setup.call(
+                FIND_COORDINATOR, 4, key_type=0, coordinator_keys=(group,)
+            ).coordinators
+        ):
+            assert time.monotonic() < deadline, f"no coordinator for {group}"
+            time.sleep(0.1)
+        epoch = 0
+        while True:
+            answer = setup.call(
+                SHARE_GROUP_HEARTBEAT,
+                1,
+                group_id=group,
+                member_id=member,
+                member_epoch=epoch,
+                rack_id=None,
+                subscribed_topic_names=(topic,) if epoch == 0 else None,
+            )
+            code = int(answer.error_code)
+            assert code in SETTLING or code == 0, f"the probe member was refused: {code}"
+            if code == 0:
+                epoch = answer.member_epoch
+                if answer.assignment is not None and answer.assignment.topic_partitions:
+                    break
+            assert time.monotonic() < deadline, f"{group} was never assigned {topic}"
+            time.sleep(0.2)
+        setup.call(
+            SHARE_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            member_epoch=-1,
+            rack_id=None,
+            subscribed_topic_names=None,
+        )

@@ -5,9 +5,13 @@ KafkaShareConsumer, franz-go).
 
 Every scenario is marked `parity`: CI runs it against Apache Kafka 4.4 too. Groups are set
 up as a user would: `share.auto.offset.reset=earliest` and the other share.* settings go to
-the GROUP resource through IncrementalAlterConfigs. An acquisition lock runs out on the
-embedded broker by `broker.clock.advance`, on a real Kafka by waiting out the shortest
-lock it allows (15 s), which only the lock-expiry scenario does.
+the GROUP resource through IncrementalAlterConfigs, and the group is made ready by a
+member that joins until it is assigned the topic and leaves (share_group_ready: Kafka
+initialises a new share group's state a moment after its first member joins, and a
+client hears of its assignment only at its next heartbeat, 5 s later at the least). An
+acquisition lock runs out on the embedded broker by `broker.clock.advance`, on a real
+Kafka by waiting out the shortest lock it allows (15 s), which only the lock-expiry
+scenario does.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from tests.share.share_clients import (
     ShareGroupAdmin,
     ShareMember,
     share_client,
+    share_group_ready,
 )
 
 pytestmark = pytest.mark.parity
@@ -108,9 +113,12 @@ def configure_group(broker: KafkaService, group: str, **settings: str) -> None:
 
 
 def setup(broker: KafkaService, records: int, **settings: str) -> tuple[str, str]:
+    """A topic of one partition with `records` records, and a group configured and made
+    ready (share_group_ready) for it."""
     topic, group = unique("share"), unique("share-group")
     broker.create_topic(topic, 1)
     configure_group(broker, group, **settings)
+    share_group_ready(broker.bootstrap_servers, group, topic)
     produce(broker, topic, [str(i) for i in range(records)])
     return topic, group
 
@@ -188,15 +196,23 @@ def next_is(member: ShareMember, broker: KafkaService, topic: str, offset: int) 
 def test_three_consumers_on_one_partition_share_every_record_once(
     broker: KafkaService, client: ShareClient, members: list[ShareMember]
 ) -> None:
-    total = 300
-    topic, group = setup(broker, total)
+    total, trickle = 300, 5
+    topic, group = setup(broker, 0)
     members.extend(
         client.member(broker.bootstrap_servers, topic, group, explicit=False) for _ in range(3)
     )
+    # A few records a round until every member has had some (a member hears of its
+    # assignment at its next heartbeat: the first to hear would take a ready backlog
+    # alone), then the rest at once.
     got: list[list[Delivery]] = [[], [], []]
+    produced = 0
     deadline = time.monotonic() + TIMEOUT
     while sum(len(g) for g in got) < total:
         assert time.monotonic() < deadline, f"only {sum(len(g) for g in got)} of {total}"
+        if produced < total:
+            more = total - produced if all(got) else min(trickle, total - produced)
+            produce(broker, topic, [str(i) for i in range(produced, produced + more)])
+            produced += more
         for mine, batch in zip(got, poll_all(members), strict=True):
             mine.extend(batch)
     for member in members:
@@ -346,6 +362,7 @@ def test_read_committed_share_consumption_skips_an_aborted_transaction(
     topic, group = unique("share-txn"), unique("share-group")
     broker.create_topic(topic, 1)
     configure_group(broker, group, share_isolation_level="read_committed")
+    share_group_ready(broker.bootstrap_servers, group, topic)
     producer = Producer(
         {
             "bootstrap.servers": broker.bootstrap_servers,

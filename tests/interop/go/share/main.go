@@ -77,6 +77,9 @@ func (d *shareDriver) run(words []string) (map[string]any, error) {
 			kgo.ShareGroup(d.group),
 			kgo.ConsumeTopics(words[1]),
 			kgo.ShareMaxRecords(20),
+			// At most that many records acquired per fetch, and no fetching ahead of
+			// the polls: records the program has not asked for are not held.
+			kgo.ShareMaxRecordsStrict(),
 			kgo.ShareAckCallback(d.acked),
 		)
 		if err != nil {
