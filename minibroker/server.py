@@ -205,11 +205,12 @@ class NodeServer:
 
     async def finish_long_poll(self, pending: PendingReply) -> Encoded | None:
         clock = self.cluster.clock
+        place = self.waiters.place_in_line()  # kept while it waits again
         while True:
             remaining = pending.deadline - clock.monotonic()
             if remaining <= 0:
                 return pending.finish(True)
-            await self.waiters.wait(pending.wait_keys, remaining)
+            await self.waiters.wait(pending.wait_keys, remaining, place)
             if clock.monotonic() >= pending.deadline:
                 return pending.finish(True)
             response = pending.finish(False)

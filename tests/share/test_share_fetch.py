@@ -4,11 +4,12 @@ long poll, lock expiry by the broker clock, the delivery count limit, read_commi
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -227,20 +228,66 @@ def test_long_poll_wakes_on_produce_and_on_lock_expiry(broker: Broker, client: R
     assert acquired_offsets(got[0]) == {0: 2}
 
 
-def _wait_until_waiting(broker: Broker) -> None:
-    """Until the fetch sent is parked on its partition's log (a long poll)."""
+def test_new_records_go_to_the_member_that_waited_longest(
+    broker: Broker, client: RawClient
+) -> None:
+    """A trickle of records shared by members that each wait in a long poll: each record
+    is acquired by the poll waiting longest, and a member that took one waits behind the
+    others, even when its acknowledgement wakes them for nothing. So the work goes round,
+    instead of to whichever member happens to be woken first."""
+    members = [member(broker, client, name) for name in ("alice", "bob", "carol")]
+    for each in members:
+        each.fetch()  # opens its share session
+    sockets = [RawClient(broker.bootstrap_servers) for _ in members]
+    winners: list[tuple[str, dict[int, int]]] = []
+
+    def take_records(who: ShareMember) -> None:
+        acks: list[tuple[int, int, list[int]]] = []
+        with contextlib.suppress(OSError, AssertionError):  # its socket closed at the end
+            while True:
+                got = acquired_offsets(who.fetch(acks=acks, max_wait_ms=LONG_WAIT_MS))
+                winners.append((who.member, got))
+                acks = [(offset, offset, [ACK_ACCEPT]) for offset in sorted(got)]
+
+    threads = []
+    try:
+        for waiting, (each, own) in enumerate(zip(members, sockets, strict=True), start=1):
+            each.request = own.request
+            threads.append(threading.Thread(target=take_records, args=(each,), daemon=True))
+            threads[-1].start()
+            _wait_until_waiting(broker, waiting)
+        for offset in range(4):
+            produce(client, b"job-%d" % offset)
+            _wait_until(lambda offset=offset: len(winners) > offset)
+            _wait_until_waiting(broker, len(members))  # the winner waits again, acking
+        assert winners == [
+            ("alice", {0: 1}),
+            ("bob", {1: 1}),
+            ("carol", {2: 1}),
+            ("alice", {3: 1}),
+        ]
+    finally:
+        for own in sockets:
+            own.close()
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def _wait_until_waiting(broker: Broker, polls: int = 1) -> None:
+    """Until `polls` fetches are parked on the partition's log (long polls)."""
     log = broker._on_loop(lambda: broker.state.topics.get(TOPIC).partitions[0].log)  # type: ignore[union-attr]
     deadline = threading.Event()
     for _ in range(500):
-        if broker._on_loop(lambda: _waiters_on(broker, log)):
+        if broker._on_loop(lambda: broker.node(0).waiters.waiting(log)) >= polls:
             return
         deadline.wait(0.01)
     raise AssertionError("the share fetch never waited")
-
-
-def _waiters_on(broker: Broker, log: Any) -> bool:
-    node = broker.node(0)
-    return bool(node.waiters.waiting(log))
 
 
 def test_delivery_limit_archives_a_poison_record(broker: Broker, client: RawClient) -> None:
