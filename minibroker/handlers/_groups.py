@@ -1,13 +1,18 @@
-"""Helpers shared by the group handlers: coordinator checks, waiting on a slot, and the
-offsets an OffsetCommit or TxnOffsetCommit carries and the answer to it."""
+"""Helpers shared by the group handlers: coordinator checks, waiting on a slot, the
+offsets an OffsetCommit or TxnOffsetCommit carries and the answer to it, and what the
+consumer-protocol and share-group heartbeats and describes answer alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers.registry import Pending, RequestContext
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.cluster import CLOCK_ADVANCED, group_key
 from minibroker.state.group_rules import Slot
 
@@ -17,6 +22,37 @@ SAFETY_MARGIN_SECONDS = 5.0
 
 def is_coordinator(ctx: RequestContext, group_id: str) -> bool:
     return ctx.cluster.coordinator_for(group_id) == ctx.node_id
+
+
+def heartbeat_assignment(
+    ctx: RequestContext, assignment: Mapping[uuid.UUID, Collection[int]] | None
+) -> Any:
+    """A heartbeat answer's Assignment (topic id -> partitions), or None for none."""
+    if assignment is None:
+        return None
+    return ctx.make(
+        "Assignment",
+        topic_partitions=tuple(
+            ctx.make("TopicPartitions", topic_id=topic_id, partitions=tuple(sorted(parts)))
+            for topic_id, parts in sorted(assignment.items(), key=lambda i: str(i[0]))
+        ),
+    )
+
+
+def describe_refusal(
+    ctx: RequestContext, group_id: str, groups: Collection[str], kind: str
+) -> tuple[ErrorCode, str | None] | None:
+    """Why a ConsumerGroupDescribe or ShareGroupDescribe does not describe `group_id`
+    (one of `groups`, of type `kind`), as Kafka answers; None when it does."""
+    if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    if not is_coordinator(ctx, group_id):
+        return ErrorCode.not_coordinator, None
+    if group_id in groups:
+        return None
+    if ctx.cluster.group_type(group_id) is not None:
+        return ErrorCode.group_id_not_found, f"Group {group_id} is not a {kind} group."
+    return ErrorCode.group_id_not_found, f"Group {group_id} not found."
 
 
 def answer_when_filled(

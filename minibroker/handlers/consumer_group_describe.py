@@ -14,9 +14,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
-from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers._groups import describe_refusal
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.consumer_group_rules import Assignment
 
 OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -62,16 +61,11 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
             authorized_operations=OPERATIONS_NOT_REQUESTED,
         )
 
-    if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
-        return failed(ErrorCode.group_authorization_failed, None)
-    if not is_coordinator(ctx, group_id):
-        return failed(ErrorCode.not_coordinator, None)
-    group = ctx.cluster.consumer_groups.groups.get(group_id)
-    if group is None:
-        if ctx.cluster.group_type(group_id) is not None:
-            message = f"Group {group_id} is not a consumer group."
-            return failed(ErrorCode.group_id_not_found, message)
-        return failed(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+    groups = ctx.cluster.consumer_groups.groups
+    refusal = describe_refusal(ctx, group_id, groups, "consumer")
+    if refusal is not None:
+        return failed(*refusal)
+    group = groups[group_id]
     members = tuple(
         ctx.make(
             "Member",

@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE
-from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers._groups import describe_refusal
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.share_groups import ASSIGNOR_NAME, Assignment
@@ -56,15 +56,11 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
             authorized_operations=OPERATIONS_NOT_REQUESTED,
         )
 
-    if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
-        return failed(ErrorCode.group_authorization_failed, None)
-    if not is_coordinator(ctx, group_id):
-        return failed(ErrorCode.not_coordinator, None)
-    group = ctx.cluster.share_groups.groups.get(group_id)
-    if group is None:
-        if ctx.cluster.group_type(group_id) is not None:
-            return failed(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
-        return failed(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+    groups = ctx.cluster.share_groups.groups
+    refusal = describe_refusal(ctx, group_id, groups, "share")
+    if refusal is not None:
+        return failed(*refusal)
+    group = groups[group_id]
     members = []
     topics: set[str] = set()
     for m in group.members.values():

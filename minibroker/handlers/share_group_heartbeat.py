@@ -17,7 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, error
-from minibroker.handlers._groups import is_coordinator
+from minibroker.handlers._groups import heartbeat_assignment, is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import share_groups as rules
 from minibroker.state.acl import Operation, ResourceType
@@ -66,15 +66,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     if outcome.error != rules.NONE:
         return refuse(outcome.error, outcome.message)
-    assignment = None
-    if outcome.assignment is not None:
-        assignment = ctx.make(
-            "Assignment",
-            topic_partitions=tuple(
-                ctx.make("TopicPartitions", topic_id=topic_id, partitions=tuple(sorted(parts)))
-                for topic_id, parts in sorted(outcome.assignment.items(), key=lambda i: str(i[0]))
-            ),
-        )
     return ctx.response(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
@@ -87,5 +78,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if outcome.member_epoch < 0
             else share_groups.heartbeat_interval_ms(request.group_id)
         ),
-        assignment=assignment,
+        assignment=heartbeat_assignment(ctx, outcome.assignment),
     )
