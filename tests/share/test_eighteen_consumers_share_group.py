@@ -28,6 +28,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from tests.groups.conftest import skip_before_kafka_4
+
 pytestmark = pytest.mark.parity
 
 PARTITIONS = 6
@@ -202,7 +204,10 @@ def test_consumer_group_keeps_six_of_eighteen_busy(kafka_broker: Any, kafka_topi
         assert {partition for partition, _ in handled[name]} == set(owned[name])
 
 
-def test_share_group_puts_all_eighteen_to_work(kafka_broker: Any, kafka_topic: Any) -> None:
+def test_share_group_puts_all_eighteen_to_work(
+    pytestconfig: pytest.Config, kafka_broker: Any, kafka_topic: Any
+) -> None:
+    skip_before_kafka_4(pytestconfig)  # share groups are served from Kafka 4.2
     bootstrap, topic, group = (
         kafka_broker.bootstrap_servers,
         kafka_topic(partitions=PARTITIONS),
