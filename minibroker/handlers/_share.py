@@ -11,6 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from minibroker.handlers.registry import OPEN_SESSION, RequestContext
+from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.cluster import ClusterState
 from minibroker.state.share_partitions import ACK_RENEW
 from minibroker.state.share_sessions import ShareSession
@@ -75,6 +76,18 @@ def invalid_ids(group_id: str | None, member_id: str | None) -> str | None:
     if not member_id or len(member_id) > MAX_MEMBER_ID_LENGTH:
         return "Invalid member id in the request."
     return None
+
+
+def refusal(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None] | None:
+    """Why a ShareFetch or ShareAcknowledge is refused whole before its session is
+    looked at, in Kafka 4.4's order: no group id, the group's READ ACL, bad ids."""
+    group_id, member_id = request.group_id, request.member_id
+    if not group_id:
+        return ErrorCode.invalid_request, invalid_ids(group_id, member_id)
+    if not ctx.allows(Operation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    refused = invalid_ids(group_id, member_id)
+    return None if refused is None else (ErrorCode.invalid_request, refused)
 
 
 def malformed(ctx: RequestContext, batches: Sequence[Any], renew_ack: bool) -> bool:

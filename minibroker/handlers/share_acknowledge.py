@@ -23,7 +23,6 @@ from kio.schema.errors import ErrorCode
 from minibroker.handlers import _share
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.share_sessions import FINAL_EPOCH
 
 
@@ -41,13 +40,9 @@ def _error(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> 
 @api(79, "ShareAcknowledge", 1, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
     group_id, member_id = request.group_id, request.member_id
-    if not group_id:
-        return _error(ctx, ErrorCode.invalid_request, _share.invalid_ids(group_id, member_id))
-    if not ctx.allows(Operation.READ, ResourceType.GROUP, group_id):
-        return _error(ctx, ErrorCode.group_authorization_failed)
-    refused = _share.invalid_ids(group_id, member_id)
+    refused = _share.refusal(ctx, request)
     if refused is not None:
-        return _error(ctx, ErrorCode.invalid_request, refused)
+        return _error(ctx, *refused)
     renew_ack = bool(getattr(request, "is_renew_ack", False))
     sessions = ctx.cluster.share_partitions.sessions(ctx.node_id)
     step = sessions.acknowledge(group_id, member_id, request.share_session_epoch)

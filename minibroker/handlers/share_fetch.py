@@ -39,7 +39,6 @@ from minibroker.handlers import _share
 from minibroker.handlers._common import NO_THROTTLE, millis
 from minibroker.handlers.registry import Pending, RequestContext, api
 from minibroker.protocol import records
-from minibroker.state.acl import Operation, ResourceType
 from minibroker.state.log import PartitionLog
 from minibroker.state.share_partitions import Acquired
 from minibroker.state.share_sessions import FINAL_EPOCH, ShareSession
@@ -242,13 +241,9 @@ def _wait_keys(ctx: RequestContext, session: ShareSession) -> tuple[Any, ...]:
 @api(78, "ShareFetch", 1, 2)
 def handle(ctx: RequestContext, request: Any) -> Any:
     group_id, member_id = request.group_id, request.member_id
-    if not group_id:
-        return _error(ctx, ErrorCode.invalid_request, _share.invalid_ids(group_id, member_id))
-    if not ctx.allows(Operation.READ, ResourceType.GROUP, group_id):
-        return _error(ctx, ErrorCode.group_authorization_failed)
-    refused = _share.invalid_ids(group_id, member_id)
+    refused = _share.refusal(ctx, request)
     if refused is not None:
-        return _error(ctx, ErrorCode.invalid_request, refused)
+        return _error(ctx, *refused)
     renew_ack = bool(getattr(request, "is_renew_ack", False))
     if renew_ack and (
         request.max_bytes or request.min_bytes or request.max_records or millis(request.max_wait)
