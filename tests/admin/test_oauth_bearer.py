@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +20,9 @@ from kio.schema.errors import ErrorCode
 
 from harness.raw_client import RawClient, metadata_request
 from minibroker import Broker
+from minibroker.testing import jvm
 from minibroker.testing.real_kafka import RealKafka, unavailable_reason
+from tests.interop.test_client_matrix import Built, Driver
 
 HANDSHAKE, AUTHENTICATE, METADATA = 17, 36, 3
 SCOPE = "kafka"
@@ -235,3 +239,45 @@ def test_the_broker_clock_expires_the_session_with_the_token() -> None:
         broker.clock.advance(120)
         client.send(METADATA, 12, metadata_request())
         assert client.is_closed_by_peer()
+
+
+@pytest.fixture(scope="module")
+def java_built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return Built(tmp_path_factory)
+
+
+JAVA_DRIVER = Driver("java-oauth", "java", "../admin/oauth", "OAuthSignIn", java_line="4")
+
+
+def _java_sign_in(built: Built, bootstrap: str, scope: str) -> dict[str, Any]:
+    topic = f"oauth-java-{uuid.uuid4().hex[:8]}"
+    command = list(built.command(JAVA_DRIVER))
+    # The unsecured login handler builds its token with Jackson, which kafka-clients
+    # leaves to the application: the Kafka broker's copy serves.
+    broker_jars = jvm.kafka_broker("4").jars()
+    if broker_jars is None:
+        pytest.skip("the Kafka 4 broker jars (for Jackson) are not fetched")
+    jackson = [str(jar) for jar in broker_jars if jar.name.startswith("jackson-")]
+    where = command.index("-cp") + 1
+    command[where] = os.pathsep.join([command[where], *jackson])
+    done = subprocess.run(
+        [*command, bootstrap, topic, scope],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.mark.parity
+def test_the_java_client_signs_in_with_its_unsecured_login_or_is_refused(
+    oauth_bootstrap: str, java_built: Built
+) -> None:
+    assert _java_sign_in(java_built, oauth_bootstrap, SCOPE) == {"value": "signed-in"}
+    refused = _java_sign_in(java_built, oauth_bootstrap, "other")
+    assert refused == {
+        "error": "org.apache.kafka.common.errors.SaslAuthenticationException",
+        "message": '{"status":"insufficient_scope", "scope":"[kafka]"}',
+    }
