@@ -31,12 +31,13 @@ from minibroker.state.topics import validate_topic_name
 
 DEFAULT_PORT = 9092
 MAX_PARTITIONS = 100_000
+MAX_BROKERS = 64
 # Settings spelled differently on the command line (short forms kept from Kafka's tools).
 _SPELLING = {"num_partitions": "--partitions"}
 # The options `minibroker --help` shows; `minibroker serve --help` (or --help-all) shows all.
 COMMON_OPTIONS = frozenset(
     {"-h", "--help-all", "--version", "--config", "--topic", "--no-auto-create", "--log-level"}
-    | {"--host", "--port", "--partitions", "--data-dir"}
+    | {"--host", "--port", "--partitions", "--data-dir", "--brokers"}
 )
 WIDE_OPEN_WARNING = (
     "minibroker: listening on every interface: anyone who can reach this machine can "
@@ -170,6 +171,14 @@ def _parser() -> argparse.ArgumentParser:
         help="same as --auto-create-topics false",
     )
     parser.add_argument(
+        "--brokers",
+        type=_int_from(1, MAX_BROKERS),
+        default=None,
+        metavar="N",
+        help="serve a cluster of N broker nodes, ids 0..N-1, on ports PORT..PORT+N-1 "
+        "(each a free one with --port 0), leaders spread over them (default: 1)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -290,14 +299,25 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+def _node_ports(port: int, brokers: int) -> list[int]:
+    """Node i listens on PORT+i (as a fixed listener port moves up by the node id); port
+    0 gives each node a free port."""
+    return [port + node_id if port else 0 for node_id in range(brokers)]
+
+
+async def _serve(args: argparse.Namespace, settings: dict[str, Any], brokers: int = 1) -> int:
     from minibroker.broker import Broker
+    from minibroker.cluster import Cluster, host_port
     from minibroker.storage.data_dir import DataDirError
 
     host = settings.pop("host", "127.0.0.1")
     port = settings.pop("port")
+    broker: Cluster
     try:
-        broker = Broker(host, port, **settings)
+        if brokers == 1:
+            broker = Broker(host, port, **settings)
+        else:
+            broker = Cluster(brokers, host, _node_ports(port, brokers), port=port, **settings)
     except ValueError as exc:  # a users file that cannot be read, say
         print(f"minibroker: {exc}", file=sys.stderr)
         return 2
@@ -344,6 +364,13 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             f"flush policy {broker.config.log_flush}",
             flush=True,
         )
+    if brokers > 1:
+        for node in broker.nodes:
+            print(
+                f"minibroker node {node.node_id} listening on "
+                f"{host_port(node.advertised_host, node.port)}",
+                flush=True,
+            )
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
     await stop.wait()
     await broker.stop()
@@ -440,12 +467,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"put {args.command} first: minibroker {args.command} ...")
     from_file: dict[str, Any] = {}
     topics: list[config_file.StartTopic] = []
+    brokers_in_file = None
     if args.config is not None:
         checks = {field.name: _kind(field) for field in dataclasses.fields(BrokerConfig)}
+        checks["brokers"] = _int_from(1, MAX_BROKERS)
         try:
-            from_file, topics = config_file.load(args.config, checks)
+            from_file, topics, brokers_in_file = config_file.load(args.config, checks)
         except ValueError as exc:
             parser.error(f"--config {args.config}: {exc}")
+    brokers = args.brokers or brokers_in_file or 1
     args.topic = topics + [(name, partitions, {}) for name, partitions in args.topic]
     settings = _settings(args, from_file)
     try:
@@ -455,6 +485,10 @@ def main(argv: list[str] | None = None) -> int:
         where = f"--config {args.config} / " if name in from_file else ""
         parser.error(f"{where}--{name.replace('_', '-')}: {exc}")
     config = BrokerConfig(**settings)
+    if config.port and config.port + brokers - 1 > 65535:
+        parser.error(
+            f"--brokers {brokers}: ports {config.port}..{config.port + brokers - 1} go past 65535"
+        )
     advertised = config.advertised_addresses()
     wide_open = [x for x in config.listener_list() if _listens_everywhere(x.host)]
     for listener in wide_open:
@@ -471,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     raise_open_files_limit()
-    return asyncio.run(_serve(args, settings))
+    return asyncio.run(_serve(args, settings, brokers))
 
 
 def raise_open_files_limit() -> None:

@@ -27,6 +27,7 @@ from minibroker.faults import Faults
 from minibroker.housekeeping import Housekeeping
 from minibroker.inspection import Recorded, Recording
 from minibroker.loop_thread import RunsInThread
+from minibroker.protocol import oauthbearer
 from minibroker.protocol.consumer_protocol import encode_assignment, parse_assignment
 from minibroker.server import NodeServer
 from minibroker.state import acl
@@ -68,6 +69,12 @@ class Cluster(RunsInThread):
         self.config = dataclasses.replace(base, host=host, **settings)
         self.state = ClusterState(self.config, clock)
         self.state.credentials.add_all(self._users(self.config))
+        self.state.credentials.bearer = oauthbearer.BearerValidation(
+            self.state.clock.wall_ms,
+            self.config.sasl_oauthbearer_principal_claim,
+            tuple((self.config.sasl_oauthbearer_required_scope or "").split()),
+            self.config.sasl_oauthbearer_validator,
+        )
         chosen_ports = ports or [self.config.port if brokers == 1 else 0] * brokers
         self.nodes = [
             NodeServer(

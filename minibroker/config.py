@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from minibroker.protocol import sasl
+from minibroker.protocol import oauthbearer, sasl
 from minibroker.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from minibroker.protocol.kafka_releases import RELEASES
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes
 LOG_FLUSH_POLICIES = ("write", "interval", "os")
+# OAUTHBEARER is served but not enabled by default: unsecured tokens prove nothing.
+SUPPORTED_MECHANISMS = (*sasl.MECHANISMS, oauthbearer.OAUTHBEARER)
 
 
 # Listeners' security protocols (Kafka's SecurityProtocol).
@@ -270,6 +272,24 @@ class BrokerConfig:
         "a SASL session lasts this long; the client re-authenticates within it or its "
         "connection closes (0: for ever) (connections.max.reauth.ms)",
     )
+    sasl_oauthbearer_principal_claim: str = _setting(
+        "sub",
+        "the claim of an OAUTHBEARER token naming its principal "
+        "(unsecuredValidatorPrincipalClaimName)",
+    )
+    sasl_oauthbearer_required_scope: str | None = _setting(
+        None,
+        "scopes, space-separated, every OAUTHBEARER token's scope claim must hold "
+        "(unsecuredValidatorRequiredScope)",
+    )
+    sasl_oauthbearer_validator: Callable[[str], str | None] | None = field(
+        default=None,
+        metadata={
+            "help": "checks OAUTHBEARER tokens instead of the unsecured validator: token "
+            "-> principal name, or None to refuse it (sasl.server.callback.handler.class)",
+            "flag": False,
+        },
+    )
 
     log_retention_check_interval_ms: int = _setting(
         300_000,
@@ -365,11 +385,13 @@ class BrokerConfig:
                 f"{', '.join(SSL_CLIENT_AUTH)}"
             )
         for mechanism in self.mechanisms():
-            if mechanism not in sasl.MECHANISMS:
+            if mechanism not in SUPPORTED_MECHANISMS:
                 raise ValueError(
                     f"sasl_enabled_mechanisms={self.sasl_enabled_mechanisms!r}: {mechanism} "
-                    f"is not one of {', '.join(sasl.MECHANISMS)}"
+                    f"is not one of {', '.join(SUPPORTED_MECHANISMS)}"
                 )
+        if not self.sasl_oauthbearer_principal_claim.strip():
+            raise ValueError("sasl_oauthbearer_principal_claim='': must name a claim")
         listeners = self.listener_list()
         self.advertised_addresses()
         if self.ssl_client_auth != "none" and not self.ssl_cafile:

@@ -4,9 +4,11 @@ Top-level keys are `BrokerConfig` field names, read generically from the datacla
 setting added there is accepted here unchanged; each value must have its field's type
 and passes the same check as its command-line flag (a mapping, which has no flag, is a
 TOML table). `[[topic]]` tables (name,
-partitions, configs) are topics created at start:
+partitions, configs) are topics created at start; `brokers` is the number of nodes
+served (the `--brokers` flag):
 
     port = 9092
+    brokers = 3
     auto_create_topics = false
     group_initial_rebalance_delay_ms = 0
 
@@ -22,7 +24,7 @@ import dataclasses
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from minibroker.config import BrokerConfig, check_settings
 from minibroker.state.topic_errors import TopicError
@@ -34,12 +36,16 @@ StartTopic = tuple[str, int | None, dict[str, str]]
 _TOPIC_KEYS = ("name", "partitions", "configs")
 
 
-def load(
-    path: Path, checks: Mapping[str, Callable[[str], Any]]
-) -> tuple[dict[str, Any], list[StartTopic]]:
-    """The file's settings and topics. `checks` maps a field name to its flag's parser
-    (which raises ValueError or argparse.ArgumentTypeError). Raises ValueError naming
-    the key at fault."""
+class ServeFile(NamedTuple):
+    settings: dict[str, Any]  # BrokerConfig fields
+    topics: list[StartTopic]
+    brokers: int | None  # nodes to serve; None: not in the file
+
+
+def load(path: Path, checks: Mapping[str, Callable[[str], Any]]) -> ServeFile:
+    """The file's settings, topics and number of nodes. `checks` maps a field name (and
+    `brokers`) to its flag's parser (which raises ValueError or
+    argparse.ArgumentTypeError). Raises ValueError naming the key at fault."""
     try:
         with path.open("rb") as stream:
             document = tomllib.load(stream)
@@ -48,12 +54,15 @@ def load(
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"not TOML: {exc}") from None
     topics = _topics(document.pop("topic", []))
+    brokers = document.pop("brokers", None)
+    if brokers is not None:
+        brokers = _value("brokers", "int", brokers, checks.get("brokers"))
     check_settings(document)  # unknown keys, with the nearest real name
     kinds = {f.name: str(f.type) for f in dataclasses.fields(BrokerConfig)}
     settings = {
         name: _value(name, kinds[name], value, checks.get(name)) for name, value in document.items()
     }
-    return settings, topics
+    return ServeFile(settings, topics, brokers)
 
 
 def _value(name: str, kind: str, value: Any, check: Callable[[str], Any] | None) -> Any:

@@ -18,6 +18,7 @@ import ssl
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 
 from minibroker import listen_socket
 from minibroker.accept_guard import AcceptGuard
@@ -37,7 +38,7 @@ from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
 from minibroker.state.cluster import ClusterState, Node
 from minibroker.state.sessions import ANONYMOUS, PRE_AUTH_MAX_FRAME_BYTES, Session, open_session
-from minibroker.tls import principal_of, tls_context
+from minibroker.tls import principal_of, tls_context, tls_server_protocol
 from minibroker.waiters import WaiterIndex
 
 log = logging.getLogger("minibroker.server")
@@ -153,26 +154,18 @@ class NodeServer:
         max_connection_creation_rate in accept() (listen_socket.py); for a host of several
         addresses the event loop listens on each, and they are checked once connected."""
         loop = asyncio.get_running_loop()
-        factory = functools.partial(_Connection, self, listener)
-        context = tls if listener.uses_tls else None
-        # A TLS handshake left unfinished is a partial request too.
-        handshake_timeout = (
-            self.cluster.config.partial_request_timeout_ms / 1000 if listener.uses_tls else None
-        )
+        factory: Callable[[], asyncio.BaseProtocol] = functools.partial(_Connection, self, listener)
+        if tls is not None and listener.uses_tls:
+            # TLS on the plain server, so a refused handshake's alert reaches the client;
+            # a TLS handshake left unfinished is a partial request too.
+            timeout = self.cluster.config.partial_request_timeout_ms / 1000
+            factory = tls_server_protocol(factory, tls, timeout)
         sock = await listen_socket.bind(listener.host, listener.port, self.admit_connection)
         if sock is None:
             self._rate_checked_when_connected.add(listener.name)
-            return await loop.create_server(
-                factory,
-                listener.host,
-                listener.port,
-                ssl=context,
-                ssl_handshake_timeout=handshake_timeout,
-            )
+            return await loop.create_server(factory, listener.host, listener.port)
         try:
-            return await loop.create_server(
-                factory, sock=sock, ssl=context, ssl_handshake_timeout=handshake_timeout
-            )
+            return await loop.create_server(factory, sock=sock)
         except BaseException:
             sock.close()
             raise

@@ -3,7 +3,12 @@ principal."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
+from asyncio import sslproto
+from collections.abc import Callable
+from typing import Any
 
 from minibroker.config import BrokerConfig
 from minibroker.state.sessions import ANONYMOUS
@@ -55,3 +60,40 @@ def tls_context(config: BrokerConfig) -> ssl.SSLContext:
         "required": ssl.CERT_REQUIRED,
     }[config.ssl_client_auth]
     return context
+
+
+class _AlertingTlsProtocol(sslproto.SSLProtocol):
+    """asyncio's server side of TLS, except that the alert OpenSSL writes when it refuses
+    a handshake (a required client certificate missing: certificate_required in TLS 1.3,
+    handshake_failure in 1.2) reaches the client before the connection closes, as Kafka's
+    alert does. asyncio closes the socket at once and drops it, so Java clients saw the
+    connection end and reconnected instead of failing with SslAuthenticationException."""
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        if handshake_exc is not None:
+            with contextlib.suppress(Exception):  # best effort: the close goes on regardless
+                outgoing: ssl.MemoryBIO = getattr(self, "_outgoing")  # noqa: B009 (untyped)
+                alert = outgoing.read()
+                transport: Any = self._transport
+                if alert and transport is not None:
+                    transport.write(alert)  # sent at once: a few bytes, buffer empty
+        super()._on_handshake_complete(handshake_exc)
+
+
+def tls_server_protocol(
+    app_protocol: Callable[[], asyncio.BaseProtocol],
+    context: ssl.SSLContext,
+    handshake_timeout: float,
+) -> Callable[[], asyncio.BaseProtocol]:
+    """A protocol factory for a plain TCP server that speaks TLS on `app_protocol`'s
+    behalf, as `create_server(ssl=context)` does, alerts included (above)."""
+
+    def make() -> asyncio.BaseProtocol:
+        loop = asyncio.get_running_loop()
+        waiter: Any = None  # nobody awaits the handshake: the protocol starts serving
+        timeout: Any = handshake_timeout  # typeshed says int; asyncio takes seconds as float
+        return _AlertingTlsProtocol(
+            loop, app_protocol(), context, waiter, server_side=True, ssl_handshake_timeout=timeout
+        )
+
+    return make

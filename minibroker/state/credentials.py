@@ -31,7 +31,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from minibroker.protocol import sasl
+from minibroker.protocol import oauthbearer, sasl
 
 # Error codes (Kafka's Errors.java).
 NONE = 0
@@ -79,6 +79,8 @@ class Credentials:
         self.on_scram_change: Callable[[dict[str, dict[str, sasl.ScramCredential]]], None] = (
             lambda altered: None
         )
+        # How OAUTHBEARER tokens are checked (the cluster sets it from its settings).
+        self.bearer: oauthbearer.BearerValidation | None = None
 
     def __len__(self) -> int:
         return len(self._users)
@@ -209,6 +211,10 @@ class Credentials:
         return None if user is None else user.scram.get(mechanism)
 
     def exchange(self, mechanism: str) -> sasl.Exchange:
+        if mechanism == oauthbearer.OAUTHBEARER:
+            if self.bearer is None:
+                raise ValueError("OAUTHBEARER needs the cluster's token validation")
+            return oauthbearer.OAuthBearerExchange(self.bearer)
         return sasl.start_exchange(mechanism, self.check_password, self.scram)
 
 

@@ -19,7 +19,9 @@ Rules (Kafka's SaslServerAuthenticator, as clients meet it):
   connection at once.
 - Success: the principal is User:<name>. With connections_max_reauth_ms > 0 the session
   lasts that long (SaslAuthenticate v1+ tells the client); the first request after it ends
-  that is not SaslHandshake closes the connection.
+  that is not SaslHandshake closes the connection. An OAUTHBEARER token's expiry caps the
+  session likewise, with or without connections_max_reauth_ms (Kafka's credential
+  lifetime); a token from the user's own validator has none.
 - Re-authentication (KIP-368): an authenticated SASL connection may send SaslHandshake v1
   and SaslAuthenticate again. The mechanism and the principal must stay the same, or the
   SaslAuthenticate that completes the exchange is refused (and the connection closes).
@@ -40,6 +42,7 @@ from minibroker.config import (  # the listener types live with the settings tha
     SASL_SSL,
 )
 from minibroker.protocol import sasl
+from minibroker.protocol.oauthbearer import OAuthBearerExchange
 from minibroker.state.credentials import Credentials
 
 API_VERSIONS_KEY = 18
@@ -95,6 +98,7 @@ class Session:
         self._bare_tokens = False
         self._mechanism: str | None = None  # the one authenticated with
         self._expires_at_ms: int | None = None
+        self._lifetime_ms = 0  # the session's, told to the client
         # True while every request may pass without a look (the hot path's one test).
         self.unrestricted = not sasl_listener
         # Called once when the connection closes (share sessions end with it).
@@ -166,7 +170,7 @@ class Session:
             answer = self._respond(exchange, token, now_ms)
         except sasl.AuthenticationFailed as exc:
             return AuthenticateOutcome(ErrorCode.sasl_authentication_failed, str(exc), b"", 0)
-        lifetime = self._max_reauth_ms if exchange.done else 0
+        lifetime = self._lifetime_ms if exchange.done else 0
         return AuthenticateOutcome(ErrorCode.none, None, answer, lifetime)
 
     def bare_token(self, token: bytes, now_ms: int) -> bytes:
@@ -207,11 +211,25 @@ class Session:
         self._mechanism = exchange.mechanism
         self._exchange = None
         self.stage = Stage.AUTHENTICATED
-        if self._max_reauth_ms > 0:
-            self._expires_at_ms = now_ms + self._max_reauth_ms
+        lifetime = self._session_lifetime_ms(exchange)
+        self._lifetime_ms = lifetime or 0
+        if lifetime is not None:
+            self._expires_at_ms = now_ms + lifetime
         else:
             self._expires_at_ms = None
             self.unrestricted = True
+
+    def _session_lifetime_ms(self, exchange: sasl.Exchange) -> int | None:
+        """connections_max_reauth_ms, capped by the credential's own lifetime (an
+        OAUTHBEARER token's expiry), as Kafka's SaslServerAuthenticator computes it;
+        None: for ever."""
+        credential = None
+        if isinstance(exchange, OAuthBearerExchange):
+            credential = exchange.credential_lifetime_ms
+        reauth = self._max_reauth_ms if self._max_reauth_ms > 0 else None
+        if credential is None:
+            return reauth
+        return max(credential if reauth is None else min(credential, reauth), 0)
 
     def _close(self) -> None:
         self.stage = Stage.CLOSING

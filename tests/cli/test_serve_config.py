@@ -89,9 +89,10 @@ def test_every_broker_setting_is_read_from_the_file_as_its_type(tmp_path: Path) 
     config = tmp_path / "every.toml"
     config.write_text("\n".join(lines) + "\n")
     checks = {field.name: _kind(field) for field in dataclasses.fields(BrokerConfig)}
-    settings, topics = config_file.load(config, checks)
+    settings, topics, brokers = config_file.load(config, checks)
     assert settings == expected
     assert topics == []
+    assert brokers is None
     BrokerConfig(**settings)
     # A mapping setting (Python API only: no flag) is a TOML table.
     table = config_file._value("users", "Mapping[str, str] | None", {"alice": "pw"}, str)

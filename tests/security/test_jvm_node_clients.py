@@ -14,9 +14,8 @@ one test here, holding that result to what Kafka gives the client:
 - a client speaking plaintext to the SSL listener does not get in, and gives up within
   its own bounds;
 - (Java) on a broker requiring client certificates, a client presenting one gets in and
-  one without does not. That one should fail with SslAuthenticationException, as Kafka's
-  TLS alert makes it; the broker ends the handshake without that alert, so that check is
-  a strict xfail saying so;
+  one without does not: it fails with SslAuthenticationException, as the broker's TLS
+  alert makes it (Kafka's);
 - on a broker enforcing ACLs (a broker of its own for each client, so that each sees only
   the ACLs it made), one story in steps, run in order: the super user creates alice's
   grants through the client's admin API and reads back exactly those; alice produces and
@@ -213,12 +212,6 @@ SCENARIOS: tuple[Scenario, ...] = (
         broker="required",
         refusal=NO_CLIENT_CERTIFICATE,
         clients=("java",),
-        missing=(
-            "the broker closes the connection of a client without a certificate without "
-            "sending a TLS alert (Kafka sends bad_certificate): Java sees the connection end "
-            "during authentication, keeps reconnecting and times out instead of failing "
-            "with SslAuthenticationException"
-        ),
     ),
     # The ACL story, in its order.
     acl_scenario("acl_admin_round_trip", "acl_admin"),
