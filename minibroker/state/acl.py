@@ -27,6 +27,11 @@ Rules:
   order the ACLs were added.
 - At most max_acls ACLs are stored (unbounded when None); adding one more raises
   AclLimitReached.
+- Authorized operations (Metadata, DescribeCluster, the group describes, when asked):
+  the operations Kafka supports on the resource type (SUPPORTED_OPERATIONS) that the
+  principal is allowed on the named resource, as a bit set (bit n: operation code n).
+  With ACLs off every supported operation is in it, as Kafka answers without an
+  authorizer (topic 8 operations, group 5, cluster 7).
 """
 
 from __future__ import annotations
@@ -90,6 +95,47 @@ _IMPLIED_BY = {
     Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
     Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,),
 }
+
+
+# Kafka's AclEntry.supportedOperations: what authorized operations are computed over.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        Operation.READ,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
+}
+# The authorized operations field's value when the request did not ask for them.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def operation_bits(operations: Iterable[Operation]) -> int:
+    """Kafka's bit set of operations (Utils.to32BitField): bit n for operation code n."""
+    bits = 0
+    for operation in operations:
+        bits |= 1 << operation
+    return bits
 
 
 class InvalidAcl(ValueError):
@@ -502,6 +548,17 @@ class Acls:
                 self._decisions.clear()
             self._decisions[key] = decided
         return decided
+
+    def authorized_operations(
+        self, principal: str, host: str, resource_type: ResourceType, name: str
+    ) -> int:
+        """The bit set of the operations Kafka supports on the resource type that the
+        principal may do on resource `name` (all of them with ACLs off)."""
+        return operation_bits(
+            operation
+            for operation in SUPPORTED_OPERATIONS[resource_type]
+            if self.allows(principal, host, operation, resource_type, name)
+        )
 
     def _decide(
         self,
