@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -26,6 +27,7 @@ from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.testing.backends import KafkaService
 from minibroker.testing.plugin import TopicFactory
+from minibroker.testing.real_kafka import RealKafka
 from minibroker.testing.waiting import wait_for
 
 TIMEOUT = 20.0
@@ -232,5 +234,79 @@ def test_acls_decide_the_authorized_operations(secured: Broker) -> None:
         assert topic_operations(admin, topic) == TOPIC_OPERATIONS
         assert cluster_operations(admin) == CLUSTER_OPERATIONS
         assert group_operations(admin, group) == GROUP_OPERATIONS
+    finally:
+        consumer.close()
+
+
+# --- with an authorizer on Kafka too: a broker of its own for the test ---------------------
+
+# Kafka's authorizer, letting everyone do what no ACL names: the client (User:ANONYMOUS,
+# no sign-in) may create ACLs, and the ACLs it creates on a topic and a group decide.
+KAFKA_AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
+@pytest.fixture
+def with_authorizer(request: pytest.FixtureRequest, kafka_backend: str) -> Iterator[str]:
+    """Bootstrap servers of a broker with ACLs on, allowing what no ACL names: a
+    minibroker, or with --kafka-backend=kafka-jvm an Apache Kafka started for the test."""
+    if kafka_backend == "embedded":
+        broker = Broker(acls_enabled=True, allow_everyone_if_no_acl_found=True).start_in_thread()
+        try:
+            yield broker.bootstrap_servers
+        finally:
+            broker.stop_thread()
+    elif kafka_backend == "kafka-jvm":
+        config = request.config
+        line = config.getoption("kafka_jvm_version") or config.getini("kafka_jvm_version")
+        with RealKafka(str(line), settings=KAFKA_AUTHORIZER) as kafka:
+            yield kafka.bootstrap_servers
+    else:
+        pytest.skip(f"an authorizer cannot be switched on for the {kafka_backend} backend")
+
+
+def anonymous_acl(
+    kind: ResourceType,
+    name: str,
+    operation: AclOperation,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+) -> AclBinding:
+    return AclBinding(
+        kind, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", operation, permission
+    )
+
+
+@pytest.mark.parity
+def test_an_authorizer_answers_the_operations_the_acls_allow(with_authorizer: str) -> None:
+    admin = AdminClient({"bootstrap.servers": with_authorizer})
+    guarded, open_topic = f"guarded-{uuid.uuid4().hex[:8]}", f"open-{uuid.uuid4().hex[:8]}"
+    group = f"guarded-{uuid.uuid4().hex[:8]}"
+    for future in admin.create_topics(
+        [NewTopic(guarded, 1, 1), NewTopic(open_topic, 1, 1)], request_timeout=TIMEOUT
+    ).values():
+        future.result(TIMEOUT)
+    bindings = [
+        anonymous_acl(ResourceType.TOPIC, guarded, AclOperation.READ),
+        anonymous_acl(ResourceType.TOPIC, guarded, AclOperation.WRITE, AclPermissionType.DENY),
+        anonymous_acl(ResourceType.GROUP, group, AclOperation.READ),
+    ]
+    for future in admin.create_acls(bindings, request_timeout=TIMEOUT).values():
+        future.result(TIMEOUT)
+    # Kafka applies ACLs through its metadata log: wait until the topic's are in force
+    wait_for(
+        lambda: topic_operations(admin, guarded) == {AclOperation.READ, AclOperation.DESCRIBE},
+        describe=lambda: topic_operations(admin, guarded),
+    )
+    # what no ACL names is allowed (allow.everyone.if.no.acl.found)
+    assert topic_operations(admin, open_topic) == TOPIC_OPERATIONS
+    assert cluster_operations(admin) == CLUSTER_OPERATIONS
+
+    consumer = Consumer({"bootstrap.servers": with_authorizer, "group.id": group})
+    try:
+        consumer.subscribe([guarded])
+        wait_for(lambda: consumer.poll(0.2) is None and bool(consumer.assignment()), timeout=30)
+        assert group_operations(admin, group) == {AclOperation.READ, AclOperation.DESCRIBE}
     finally:
         consumer.close()
