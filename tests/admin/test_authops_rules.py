@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from minibroker.state.acl import (
@@ -131,3 +133,33 @@ def test_a_change_naming_another_node_is_refused_and_changes_nothing() -> None:
     assert configs.per_broker.get(2, {}) == {}
     assert not configs.replace("1", {RETENTION: "1"}, node_id=1, validate_only=True)
     assert configs.value(RETENTION, 1) is None
+
+
+def test_the_bit_set_agrees_with_deciding_each_operation_alone() -> None:
+    """One read of the ACLs gives what `allows` decides operation by operation."""
+    rng = random.Random(7)
+    names = ["orders", "ord", "*", "payments"]
+    operations = [op for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY)]
+    for _ in range(200):
+        acls = Acls(enabled=True, allow_if_no_acl=rng.random() < 0.5)
+        for _ in range(rng.randrange(6)):
+            kind = rng.choice([TOPIC, GROUP, CLUSTER])
+            pattern = rng.choice([PatternType.LITERAL, PatternType.PREFIXED])
+            name = rng.choice(names)
+            acls.add(
+                AclBinding(
+                    kind,
+                    CLUSTER_NAME if kind is CLUSTER else name,
+                    pattern,
+                    rng.choice([ALICE, "User:*", "User:bob"]),
+                    rng.choice(["*", HOST, "10.0.0.1"]),
+                    rng.choice(operations),
+                    rng.choice([Permission.ALLOW, Permission.DENY]),
+                )
+            )
+        for kind in (TOPIC, GROUP, CLUSTER):
+            name = CLUSTER_NAME if kind is CLUSTER else rng.choice([*names[:2], "other"])
+            one_by_one = operation_bits(
+                op for op in SUPPORTED_OPERATIONS[kind] if acls.allows(ALICE, HOST, op, kind, name)
+            )
+            assert acls.authorized_operations(ALICE, HOST, kind, name) == one_by_one
