@@ -771,6 +771,15 @@ def _ck_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) 
         "describe_topics",
         lambda: each(admin.describe_topics(TopicCollection([name]), request_timeout=wait)),
     )
+    steps.run(
+        "describe with authorized operations",
+        lambda: (
+            admin.describe_cluster(include_authorized_operations=True).result(wait),
+            each(
+                admin.describe_topics(TopicCollection([name]), include_authorized_operations=True)
+            ),
+        ),
+    )
     steps.run("list_topics", lambda: admin.list_topics(timeout=wait))
     steps.run("delete_topics", lambda: each(admin.delete_topics([name], request_timeout=wait)))
     steps.run(

@@ -18,6 +18,7 @@ from minibroker.protocol.messages import (
 )
 from minibroker.state.acl import (
     CLUSTER_NAME,
+    OPERATIONS_NOT_REQUESTED,
     AclBinding,
     AclFilter,
     InvalidAcl,
@@ -100,6 +101,18 @@ def config_refusal(ctx: RequestContext, resource: Any, operation: Operation) -> 
     ):
         return ErrorCode.group_authorization_failed
     return None
+
+
+def authorized_operations(
+    ctx: RequestContext, resource_type: ResourceType, name: str, asked: bool = True
+) -> int:
+    """What a describe answers as the client's authorized operations on a resource:
+    the bit set the ACLs allow (state/acl.py), or Kafka's "not requested" value."""
+    if not asked:
+        return OPERATIONS_NOT_REQUESTED
+    return ctx.cluster.acls.authorized_operations(
+        ctx.session.principal, ctx.client_host, resource_type, name
+    )
 
 
 def may_create_topic(ctx: RequestContext, name: str) -> bool:

@@ -173,5 +173,5 @@ def end_with_connection(ctx: RequestContext) -> None:
 
 def max_sessions(ctx: RequestContext) -> int:
     """group.share.max.share.sessions (Kafka's default 2000)."""
-    value = ctx.cluster.broker_configs.value("group.share.max.share.sessions")
+    value = ctx.cluster.broker_configs.value("group.share.max.share.sessions", ctx.node_id)
     return int(value) if value is not None else ctx.cluster.config.group_share_max_share_sessions

@@ -1,9 +1,10 @@
 """AlterConfigs (key 33), versions 0-2.
 
 Kafka's older, non-incremental way to change a topic's or the broker's configs (BROKER
-resources: this broker's id, or "" for the cluster-wide defaults; see
-state/broker_configs.py): the configs given replace all the resource had, so the ones
-not named go back to their defaults. Each resource is changed all or nothing;
+resources: the id of the node the request is sent to, whose own values are kept apart
+from the other nodes', or "" for the cluster-wide defaults; see state/broker_configs.py):
+the configs given replace all the resource had, so the ones not named go back to their
+defaults. Each resource is changed all or nothing;
 validate_only checks without changing. The new values are in force at once and
 DescribeConfigs reports them. As Kafka answers: for topics, an unknown config name or a
 value Kafka would refuse is INVALID_CONFIG and an unknown topic
@@ -34,7 +35,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 resource.resource_name,
                 configs,
                 node_id=ctx.node_id,
-                nodes=len(ctx.cluster.nodes),
                 validate_only=request.validate_only,
             )
         ctx.cluster.topics.alter_configs(

@@ -4,7 +4,8 @@ For each group: its state, group epoch, target assignment epoch and assignor, an
 member's epoch, subscription, current assignment (with the partitions it has still to
 revoke) and target assignment (by topic id and name).
 A group that is not a consumer-protocol group, or not here, is GROUP_ID_NOT_FOUND.
-Not done: authorized operations (reported as not asked for).
+Asked for (include_authorized_operations), a group described carries the client's
+authorized operations on it (handlers/_acls.py).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import authorized_operations
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers._groups import describe_refusal
 from minibroker.handlers.registry import RequestContext, api
+from minibroker.state.acl import OPERATIONS_NOT_REQUESTED, ResourceType
 from minibroker.state.consumer_group_rules import Assignment
 
-OPERATIONS_NOT_REQUESTED = -(2**31)
 CONSUMER_MEMBER_TYPE = 1  # v1: the member speaks the consumer protocol (0: classic)
 
 
@@ -46,7 +48,7 @@ def _owned(assigned: Assignment, revoking: Assignment) -> Assignment:
     return held
 
 
-def _described(ctx: RequestContext, group_id: str) -> Any:
+def _described(ctx: RequestContext, group_id: str, include_operations: bool) -> Any:
     def failed(code: ErrorCode, message: str | None) -> Any:
         return ctx.make(
             "DescribedGroup",
@@ -93,12 +95,17 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.assignor,
         members=members,
-        authorized_operations=OPERATIONS_NOT_REQUESTED,
+        authorized_operations=authorized_operations(
+            ctx, ResourceType.GROUP, group_id, include_operations
+        ),
     )
 
 
 @api(69, "ConsumerGroupDescribe", 0, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.response(
-        throttle_time=NO_THROTTLE, groups=tuple(_described(ctx, g) for g in request.group_ids)
+        throttle_time=NO_THROTTLE,
+        groups=tuple(
+            _described(ctx, g, request.include_authorized_operations) for g in request.group_ids
+        ),
     )

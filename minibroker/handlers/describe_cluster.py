@@ -1,8 +1,9 @@
 """DescribeCluster (key 60), versions 0-2.
 
-Lists the brokers of the cluster (none fenced) and the controller.
-Not done: controller endpoints (endpoint_type 2) are answered with the brokers;
-authorized operations are not computed.
+Lists the brokers of the cluster (none fenced) and the controller and, when asked
+(include_cluster_authorized_operations), the client's authorized operations on the
+cluster (handlers/_acls.py).
+Not done: controller endpoints (endpoint_type 2) are answered with the brokers.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import authorized_operations
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
-
-OPERATIONS_NOT_REQUESTED = -(2**31)
+from minibroker.state.acl import CLUSTER_NAME, ResourceType
 
 
 @api(60, "DescribeCluster", 0, 2)
@@ -40,5 +41,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        cluster_authorized_operations=authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+            asked=request.include_cluster_authorized_operations,
+        ),
     )

@@ -7,8 +7,9 @@ behind it (state/broker_configs.py: set for this broker, DYNAMIC_BROKER_CONFIG, 
 cluster-wide, DYNAMIC_DEFAULT_BROKER_CONFIG, while it runs; a start-up setting away from
 Kafka's default, STATIC_BROKER_CONFIG; else DEFAULT_CONFIG), Kafka's config type and,
 when asked (v1+ include_synonyms), the synonyms Kafka reports in Kafka's order.
-The broker, by its id: every broker config it knows with a value, read_only unless it
-can change while the broker runs; by "": the cluster-wide values set.
+The broker, by the id of the node asked (clients send it there): every broker config it
+knows with a value, read_only unless it can change while the broker runs, that node's own
+values first; by "": the cluster-wide values set.
 Groups (type 32, Kafka 4), by group id: every group config (state/group_configs.py),
 GROUP_CONFIG when set for the group, else DEFAULT_CONFIG with the broker's value.
 Not done: documentation (null), broker loggers (INVALID_REQUEST).
@@ -148,7 +149,7 @@ def _topic_entries(
 
 
 def _broker_entries(
-    ctx: RequestContext, keys: Any, per_broker: bool, include_synonyms: bool
+    ctx: RequestContext, keys: Any, node_id: int | None, include_synonyms: bool
 ) -> tuple[Any, ...]:
     wanted = set(keys) if keys is not None else None
     configs = ctx.cluster.broker_configs
@@ -156,12 +157,12 @@ def _broker_entries(
         _entry(
             ctx,
             name,
-            configs.describe(name, per_broker),
+            configs.describe(name, node_id),
             _broker_type(name),
             name not in DYNAMIC_BROKER_CONFIGS,
             include_synonyms,
         )
-        for name in configs.described_names(per_broker)
+        for name in configs.described_names(node_id)
         if wanted is None or name in wanted
     )
 
@@ -258,7 +259,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     _broker_entries(
                         ctx,
                         resource.configuration_keys,
-                        resource.resource_name != CLUSTER_DEFAULT,
+                        None if resource.resource_name == CLUSTER_DEFAULT else ctx.node_id,
                         include_synonyms,
                     ),
                 )

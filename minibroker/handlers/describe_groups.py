@@ -4,7 +4,8 @@ State, protocol and members (metadata of the chosen protocol and the current ass
 An unknown group, or a consumer-protocol one (ConsumerGroupDescribe describes those), is
 reported in state Dead (v6+: with GROUP_ID_NOT_FOUND; for a share group with Kafka's
 message, "Group G is not a classic group.").
-Not done: authorized operations.
+Asked for (v3+ include_authorized_operations), a group answered without an error carries
+the client's authorized operations on it (handlers/_acls.py), as Kafka's does.
 """
 
 from __future__ import annotations
@@ -13,16 +14,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import authorized_operations
 from minibroker.handlers._common import NO_THROTTLE, error
 from minibroker.handlers._groups import is_coordinator
 from minibroker.handlers.registry import RequestContext, api
 from minibroker.state import group_rules as rules
-from minibroker.state.acl import Operation, ResourceType
-
-OPERATIONS_NOT_REQUESTED = -(2**31)
+from minibroker.state.acl import OPERATIONS_NOT_REQUESTED, Operation, ResourceType
 
 
-def _described(ctx: RequestContext, group_id: str) -> Any:
+def _described(ctx: RequestContext, group_id: str, include_operations: bool) -> Any:
+    operations = authorized_operations(ctx, ResourceType.GROUP, group_id, include_operations)
+
     def empty(code: int, state: str, message: str | None = None) -> Any:
         return ctx.make(
             "DescribedGroup",
@@ -33,7 +35,7 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
             protocol_type="",
             protocol_data="",
             members=(),
-            authorized_operations=OPERATIONS_NOT_REQUESTED,
+            authorized_operations=operations if code == rules.NONE else OPERATIONS_NOT_REQUESTED,
         )
 
     if not ctx.allows(Operation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -69,12 +71,14 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
         protocol_type=group.protocol_type or "",
         protocol_data=group.protocol_name or "",
         members=members,
-        authorized_operations=OPERATIONS_NOT_REQUESTED,
+        authorized_operations=operations,
     )
 
 
 @api(15, "DescribeGroups", 0, 6)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    include_operations = bool(getattr(request, "include_authorized_operations", False))
     return ctx.response(
-        throttle_time=NO_THROTTLE, groups=tuple(_described(ctx, g) for g in request.groups)
+        throttle_time=NO_THROTTLE,
+        groups=tuple(_described(ctx, g, include_operations) for g in request.groups),
     )

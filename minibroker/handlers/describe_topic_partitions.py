@@ -15,8 +15,9 @@ illegal name INVALID_TOPIC_EXCEPTION), with no partitions and a zero topic id, a
 none of the limit. A cursor whose partition index is negative, or whose topic is not
 among the topics named, is INVALID_REQUEST for every topic named (Kafka's error
 response: no partitions, no cursor).
-Not done: authorized operations (reported as -2147483648, like Metadata; Kafka without
-an authorizer reports every topic operation).
+Each topic the client may describe, existing or not, carries its authorized operations
+on it (handlers/_acls.py; the request has no switch for them, and Kafka always fills
+them in).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import authorized_operations
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.acl import Operation, ResourceType
+from minibroker.state.acl import OPERATIONS_NOT_REQUESTED, Operation, ResourceType
 from minibroker.state.cluster import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from minibroker.state.topic_errors import TopicError
 from minibroker.state.topics import Topic, validate_topic_name
 
-OPERATIONS_NOT_REQUESTED = -(2**31)
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 ZERO_UUID = uuid.UUID(int=0)
 INT32_SPAN = 2**32
@@ -79,6 +80,7 @@ def _topic_entry(
     topic_id: uuid.UUID,
     internal: bool,
     partitions: tuple[Any, ...] = (),
+    operations: int = OPERATIONS_NOT_REQUESTED,
 ) -> Any:
     return ctx.make(
         "DescribeTopicPartitionsResponseTopic",
@@ -87,7 +89,7 @@ def _topic_entry(
         topic_id=topic_id,
         is_internal=internal,
         partitions=partitions,
-        topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        topic_authorized_operations=operations,
     )
 
 
@@ -97,7 +99,9 @@ def _missing_entry(ctx: RequestContext, name: str) -> Any:
         code = ErrorCode.unknown_topic_or_partition
     except TopicError:
         code = ErrorCode.invalid_topic_exception
-    return _topic_entry(ctx, name, code, ZERO_UUID, name in (OFFSETS_TOPIC, TRANSACTION_TOPIC))
+    internal = name in (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+    operations = authorized_operations(ctx, ResourceType.TOPIC, name)
+    return _topic_entry(ctx, name, code, ZERO_UUID, internal, (), operations)
 
 
 def _invalid_request(ctx: RequestContext, request: Any) -> Any:
@@ -144,7 +148,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions, next_index = _partitions(ctx, topic, start, remaining)
         entries.append(
             _topic_entry(
-                ctx, name, ErrorCode.none, topic.topic_id, topic.internal, tuple(partitions)
+                ctx,
+                name,
+                ErrorCode.none,
+                topic.topic_id,
+                topic.internal,
+                tuple(partitions),
+                authorized_operations(ctx, ResourceType.TOPIC, name),
             )
         )
         if next_index != -1:

@@ -1,7 +1,8 @@
 """IncrementalAlterConfigs (key 44), versions 0-1.
 
-Changes a topic's configs, or the broker's (BROKER resources: this broker's id, or ""
-for the cluster-wide defaults; see state/broker_configs.py), each by its operation: SET
+Changes a topic's configs, or the broker's (BROKER resources: the id of the node the
+request is sent to, whose own values are kept apart from the other nodes', or "" for the
+cluster-wide defaults; see state/broker_configs.py), each by its operation: SET
 a value, DELETE (back to the default), APPEND items to or SUBTRACT them from a list
 config (cleanup.policy, log.cleanup.policy). Each resource is changed all or nothing;
 validate_only checks without changing. The new values are in force at once (Produce
@@ -121,7 +122,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 resource.resource_name,
                 operations,
                 node_id=ctx.node_id,
-                nodes=len(ctx.cluster.nodes),
                 validate_only=request.validate_only,
             )
         if resource.resource_type == GROUP:

@@ -5,7 +5,8 @@ For each group: its state (Empty, Stable), group epoch, assignment epoch and ass
 id and name). DESCRIBE on the group is needed (GROUP_AUTHORIZATION_FAILED); a group
 reading a topic the client may not describe is TOPIC_AUTHORIZATION_FAILED with no
 members, as Kafka answers. A group not here, or not a share group, is GROUP_ID_NOT_FOUND.
-Not done: authorized operations (reported as not asked for).
+Asked for (include_authorized_operations), a group described carries the client's
+authorized operations on it (handlers/_acls.py).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from minibroker.handlers._acls import authorized_operations
 from minibroker.handlers._common import NO_THROTTLE
 from minibroker.handlers._groups import describe_refusal
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.acl import Operation, ResourceType
+from minibroker.state.acl import OPERATIONS_NOT_REQUESTED, Operation, ResourceType
 from minibroker.state.share_groups import ASSIGNOR_NAME, Assignment
 
-OPERATIONS_NOT_REQUESTED = -(2**31)
 TOPICS_HIDDEN = "The group has described topic(s) that the client is not authorized to describe."
 
 
@@ -41,7 +42,7 @@ def _assignment(ctx: RequestContext, assigned: Assignment) -> tuple[Any, set[str
     return ctx.make("Assignment", topic_partitions=tuple(parts)), names
 
 
-def _described(ctx: RequestContext, group_id: str) -> Any:
+def _described(ctx: RequestContext, group_id: str, include_operations: bool) -> Any:
     def failed(code: ErrorCode, message: str | None) -> Any:
         return ctx.make(
             "DescribedGroup",
@@ -92,12 +93,17 @@ def _described(ctx: RequestContext, group_id: str) -> Any:
         assignment_epoch=group.assignment_epoch,
         assignor_name=ASSIGNOR_NAME,
         members=tuple(members),
-        authorized_operations=OPERATIONS_NOT_REQUESTED,
+        authorized_operations=authorized_operations(
+            ctx, ResourceType.GROUP, group_id, include_operations
+        ),
     )
 
 
 @api(77, "ShareGroupDescribe", 1, 1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.response(
-        throttle_time=NO_THROTTLE, groups=tuple(_described(ctx, g) for g in request.group_ids)
+        throttle_time=NO_THROTTLE,
+        groups=tuple(
+            _described(ctx, g, request.include_authorized_operations) for g in request.group_ids
+        ),
     )

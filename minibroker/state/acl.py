@@ -27,6 +27,11 @@ Rules:
   order the ACLs were added.
 - At most max_acls ACLs are stored (unbounded when None); adding one more raises
   AclLimitReached.
+- Authorized operations (Metadata, DescribeCluster, the group describes, when asked):
+  the operations Kafka supports on the resource type (SUPPORTED_OPERATIONS) that the
+  principal is allowed on the named resource, as a bit set (bit n: operation code n).
+  With ACLs off every supported operation is in it, as Kafka answers without an
+  authorizer (topic 8 operations, group 5, cluster 7).
 """
 
 from __future__ import annotations
@@ -90,6 +95,51 @@ _IMPLIED_BY = {
     Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
     Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,),
 }
+
+
+# Kafka's AclEntry.supportedOperations: what authorized operations are computed over.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        Operation.READ,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
+}
+# The authorized operations field's value when the request did not ask for them.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def operation_bits(operations: Iterable[Operation]) -> int:
+    """Kafka's bit set of operations (Utils.to32BitField): bit n for operation code n."""
+    bits = 0
+    for operation in operations:
+        bits |= 1 << operation
+    return bits
+
+
+# Every supported operation's bit: the answer with ACLs off or for a super user.
+_EVERY_OPERATION = {kind: operation_bits(ops) for kind, ops in SUPPORTED_OPERATIONS.items()}
 
 
 class InvalidAcl(ValueError):
@@ -502,6 +552,42 @@ class Acls:
                 self._decisions.clear()
             self._decisions[key] = decided
         return decided
+
+    def authorized_operations(
+        self, principal: str, host: str, resource_type: ResourceType, name: str
+    ) -> int:
+        """The bit set of the operations Kafka supports on the resource type that the
+        principal may do on resource `name` (all of them with ACLs off): each decided as
+        `allows` decides it, from one read of the ACLs that apply."""
+        if not self.enabled or principal in self.super_users:
+            return _EVERY_OPERATION[resource_type]
+        supported = SUPPORTED_OPERATIONS[resource_type]
+        found = False
+        allowed: set[Operation] = set()
+        denied: set[Operation] = set()
+        entries = self._entries(principal, host)
+        for pattern, held in self._applying(resource_type, name):
+            found = True
+            for binding in self._entry_acls(pattern, held, entries):
+                if binding.permission is Permission.DENY:
+                    denied.add(binding.operation)
+                else:
+                    allowed.add(binding.operation)
+        if Operation.ALL in denied:
+            return 0
+        if not found:
+            return _EVERY_OPERATION[resource_type] if self.allow_if_no_acl else 0
+        everything = Operation.ALL in allowed
+        return operation_bits(
+            operation
+            for operation in supported
+            if operation not in denied
+            and (
+                everything
+                or operation in allowed
+                or not allowed.isdisjoint(_IMPLIED_BY.get(operation, ()))
+            )
+        )
 
     def _decide(
         self,

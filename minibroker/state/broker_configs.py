@@ -19,9 +19,14 @@ Rules:
   read-only configs. Names it does not know are kept and change nothing (Kafka accepts
   them too). A value is checked as the topic config behind it is checked; a bad one is
   INVALID_REQUEST ("Invalid value ... for configuration ...").
-- A change names this broker's id or "" (cluster-wide); another id is INVALID_REQUEST.
-  In a cluster of several nodes, topic configs' defaults are one for the whole cluster,
-  so per-broker values are refused there: set them cluster-wide.
+- A change names the id of the node it is sent to or "" (cluster-wide); another id is
+  INVALID_REQUEST, as Kafka answers (clients send a node's changes to that node). Each
+  node keeps its own dynamic values, which DescribeConfigs of that node reports.
+- Topic configs' defaults are one for the whole cluster here (Kafka's follow each
+  broker's own configs for the partitions it holds): in a cluster of one node its own
+  values are behind them, in a cluster of several only the cluster-wide ones and the
+  static settings are. Likewise a node's own max.connections is in force in a cluster of
+  one node; in one of several, the cluster-wide value is.
 - Synonyms are listed as Kafka's ConfigHelper lists them: for every name behind a config,
   the per-broker values, then the cluster-wide ones, then the static settings, then the
   defaults, dropping those before the config's own (primary) name.
@@ -220,36 +225,47 @@ class BrokerConfigs:
             if value != KAFKA_BROKER_DEFAULTS.get(name, object())
         }
         self.known = frozenset(static) | frozenset(KAFKA_BROKER_DEFAULTS)
-        self.per_broker: dict[str, str] = {}
+        # Each node's own dynamic values, by node id.
+        self.per_broker: dict[int, dict[str, str]] = {}
         self.cluster_default: dict[str, str] = {}
 
     # --- reading ---
 
-    def _layers(self, per_broker: bool) -> list[tuple[Mapping[str, str | None], int]]:
+    def _layers(
+        self, node_id: int | None, per_broker: bool = True
+    ) -> list[tuple[Mapping[str, str | None], int]]:
+        """Where a config is looked up, first found first: node `node_id`'s own values
+        (None: no node's), the cluster-wide ones and, unless only the cluster-wide
+        resource is described (not per_broker), the static settings and the defaults."""
         layers: list[tuple[Mapping[str, str | None], int]] = []
-        if per_broker:
-            layers.append((self.per_broker, SOURCE_DYNAMIC_BROKER))
+        if node_id is not None:
+            layers.append((self.per_broker.get(node_id, {}), SOURCE_DYNAMIC_BROKER))
         layers.append((self.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER))
         if per_broker:
             layers.append((self.static, SOURCE_STATIC_BROKER))
             layers.append((KAFKA_BROKER_DEFAULTS, SOURCE_DEFAULT))
         return layers
 
-    def value(self, name: str) -> str | None:
-        """Broker config `name`'s value in force (None: it has none)."""
-        for layer, _ in self._layers(per_broker=True):
+    def value(self, name: str, node_id: int | None = None) -> str | None:
+        """Broker config `name`'s value in force on node `node_id` (None: leaving every
+        node's own values out); None when it has none."""
+        for layer, _ in self._layers(node_id):
             if layer.get(name) is not None:
                 return layer[name]
         return None
 
     def synonyms(
-        self, primary: str, names: Iterable[str], per_broker: bool = True
+        self,
+        primary: str,
+        names: Iterable[str],
+        node_id: int | None = None,
+        per_broker: bool = True,
     ) -> tuple[Synonym, ...]:
         """Kafka's synonyms of broker config `primary`, whose lesser synonyms are `names`
         after it (see the rules at the top)."""
         found: list[Synonym] = []
         names = list(names)
-        for layer, source in self._layers(per_broker):
+        for layer, source in self._layers(node_id, per_broker):
             found.extend(
                 (name, layer[name], source) for name in names if layer.get(name) is not None
             )
@@ -257,46 +273,48 @@ class BrokerConfigs:
             found.pop(0)
         return tuple(found)
 
-    def describe(self, name: str, per_broker: bool) -> ConfigValue:
-        """Broker config `name` as DescribeConfigs reports it for this broker's id
-        (per_broker) or for the cluster-wide resource "" (only its dynamic defaults)."""
+    def describe(self, name: str, node_id: int | None) -> ConfigValue:
+        """Broker config `name` as DescribeConfigs reports it for node `node_id`, or for
+        the cluster-wide resource "" (None: only its dynamic defaults)."""
+        per_broker = node_id is not None
         topic_name = _BEHIND.get(name, (None, 0))[0]
         names = (
             [n for n, _ in TOPIC_CONFIG_SYNONYMS[topic_name]] if topic_name is not None else [name]
         )
         names = names[names.index(name) :]
-        synonyms = self.synonyms(name, names, per_broker)
-        value = self.value(name) if per_broker else self.cluster_default.get(name)
+        synonyms = self.synonyms(name, names, node_id, per_broker)
+        value = self.value(name, node_id) if per_broker else self.cluster_default.get(name)
         return ConfigValue(value, synonyms[0][2] if synonyms else SOURCE_DEFAULT, synonyms)
 
-    def described_names(self, per_broker: bool) -> list[str]:
-        """The configs DescribeConfigs lists: for this broker's id every config it knows
-        (those without a value as null, as Kafka lists them) and every name set; for ""
+    def described_names(self, node_id: int | None) -> list[str]:
+        """The configs DescribeConfigs lists: for a node every config it knows (those
+        without a value as null, as Kafka lists them) and every name set; for "" (None)
         the cluster-wide values set."""
-        if not per_broker:
+        if node_id is None:
             return sorted(self.cluster_default)
-        return sorted({*self.known, *self.per_broker, *self.cluster_default})
+        return sorted({*self.known, *self.per_broker.get(node_id, {}), *self.cluster_default})
 
-    def topic_default(self, topic_name: str) -> ConfigValue:
-        """What topic config `topic_name` is when a topic does not set it."""
+    def topic_default(self, topic_name: str, node_id: int | None = None) -> ConfigValue:
+        """What topic config `topic_name` is when a topic does not set it, with node
+        `node_id`'s own values behind it (None: no node's)."""
         behind = TOPIC_CONFIG_SYNONYMS.get(topic_name, ())
         value = TOPIC_CONFIG_DEFAULTS[topic_name]
         for broker_name, factor in behind:
-            found = self.value(broker_name)
+            found = self.value(broker_name, node_id)
             if found is not None:
                 value = found if factor == 1 else str(int(found) * factor)
                 break
         if not behind:
             return ConfigValue(value, SOURCE_DEFAULT, ())
-        synonyms = self.synonyms(behind[0][0], [n for n, _ in behind])
+        synonyms = self.synonyms(behind[0][0], [n for n, _ in behind], node_id)
         return ConfigValue(value, synonyms[0][2] if synonyms else SOURCE_DEFAULT, synonyms)
 
-    def topic_defaults(self) -> dict[str, ConfigValue]:
-        return {name: self.topic_default(name) for name in TOPIC_CONFIG_DEFAULTS}
+    def topic_defaults(self, node_id: int | None = None) -> dict[str, ConfigValue]:
+        return {name: self.topic_default(name, node_id) for name in TOPIC_CONFIG_DEFAULTS}
 
     # --- changing ---
 
-    def _layer_of(self, resource_name: str, node_id: int, nodes: int) -> dict[str, str]:
+    def _layer_of(self, resource_name: str, node_id: int) -> dict[str, str]:
         if resource_name == CLUSTER_DEFAULT:
             return self.cluster_default
         if resource_name != str(node_id):
@@ -305,14 +323,7 @@ class BrokerConfigs:
                 f"Unexpected broker id, expected {node_id}, but received "
                 f"{resource_name[:SHOWN_NAME_CHARS]}",
             )
-        if nodes > 1:
-            raise BrokerConfigError(
-                INVALID_REQUEST,
-                f"this cluster has {nodes} brokers, and topic configs' defaults are "
-                "one for the whole cluster here: set broker configs cluster-wide "
-                '(resource name "")',
-            )
-        return self.per_broker
+        return self.per_broker.setdefault(node_id, {})
 
     def _checked(self, configs: Mapping[str, str]) -> dict[str, str]:
         fixed = sorted(
@@ -334,12 +345,11 @@ class BrokerConfigs:
         configs: Mapping[str, str],
         *,
         node_id: int,
-        nodes: int,
         validate_only: bool = False,
     ) -> bool:
         """Set resource `resource_name`'s dynamic configs to `configs` (AlterConfigs: the
         ones not named are removed), all or none. True if anything changed."""
-        layer = self._layer_of(resource_name, node_id, nodes)
+        layer = self._layer_of(resource_name, node_id)
         checked = self._checked(configs)
         if validate_only or checked == layer:
             return False
@@ -353,12 +363,11 @@ class BrokerConfigs:
         operations: Iterable[tuple[str, int, str | None]],
         *,
         node_id: int,
-        nodes: int,
         validate_only: bool = False,
     ) -> bool:
         """Apply IncrementalAlterConfigs' (name, operation, value) changes to resource
         `resource_name`, all or none. True if anything changed."""
-        layer = self._layer_of(resource_name, node_id, nodes)
+        layer = self._layer_of(resource_name, node_id)
         result = dict(layer)
         for name, operation, value in operations:
             if operation == DELETE:
@@ -380,6 +389,4 @@ class BrokerConfigs:
                 )
             current = result.get(name) or KAFKA_BROKER_DEFAULTS.get(name) or ""
             result[name] = list_changed(current, operation, value)
-        return self.replace(
-            resource_name, result, node_id=node_id, nodes=nodes, validate_only=validate_only
-        )
+        return self.replace(resource_name, result, node_id=node_id, validate_only=validate_only)

@@ -161,7 +161,7 @@ class ClusterState:
 
     def broker_configs_changed(self) -> None:
         """Topic configs' defaults follow the broker configs (after a dynamic change)."""
-        defaults = self.broker_configs.topic_defaults()
+        defaults = self.broker_configs.topic_defaults(self.single_node)
         self.topics.set_defaults(
             {name: d.value for name, d in defaults.items() if d.value is not None},
             {name: d.source for name, d in defaults.items()},
@@ -171,7 +171,14 @@ class ClusterState:
     @property
     def max_connections(self) -> int:
         """Connections each node accepts (max.connections, changeable while running)."""
-        return int(self.broker_configs.value("max.connections") or self.config.max_connections)
+        value = self.broker_configs.value("max.connections", self.single_node)
+        return int(value or self.config.max_connections)
+
+    @property
+    def single_node(self) -> int | None:
+        """The id of the cluster's only node; None when it has several (or none yet):
+        whose own broker configs are in force cluster-wide (state/broker_configs.py)."""
+        return next(iter(self.nodes)) if len(self.nodes) == 1 else None
 
     def announce(self, key: Hashable) -> None:
         """`key` changed: new data in a partition log, a group, the deadlines, the clock."""

@@ -32,7 +32,9 @@ METADATA, DELETE_RECORDS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 3, 21, 35, 61
 DESCRIBE_TOPIC_PARTITIONS = 75
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 3, 6
 INVALID_TOPIC_EXCEPTION, INVALID_REQUEST = 17, 42
-OPERATIONS_NOT_REQUESTED = -(2**31)
+# Every topic operation (READ ... ALTER_CONFIGS, bits 3-8, 10, 11): what Kafka fills in
+# without an authorizer (DescribeTopicPartitions has no switch for them).
+ALL_TOPIC_OPERATIONS = 3576
 ZERO_UUID = uuid.UUID(int=0)
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 
@@ -145,7 +147,7 @@ def test_topic_partitions_describe_leaders_replicas_and_ids(
         assert topic.topic_id == ids[topic.name]
         assert topic.topic_id not in (None, ZERO_UUID)
         assert topic.is_internal is False
-        assert topic.topic_authorized_operations == OPERATIONS_NOT_REQUESTED
+        assert topic.topic_authorized_operations == ALL_TOPIC_OPERATIONS
         for index, partition in enumerate(topic.partitions):
             assert partition.error_code.value == NONE
             assert partition.partition_index == index

@@ -16,7 +16,7 @@ from harness.raw_client import RawClient, make
 from minibroker import Broker
 from minibroker.protocol import records
 from minibroker.testing.backends import KafkaService
-from minibroker.testing.plugin import ClusterFactory, TopicFactory
+from minibroker.testing.plugin import TopicFactory
 from minibroker.testing.waiting import wait_for
 from tests.topics.test_alter_configs import (
     APPEND,
@@ -338,25 +338,6 @@ def test_max_connections_lowered_while_running_refuses_further_connections(
     ]
     with RawClient(kafka_broker.bootstrap_servers, timeout=10) as third:
         assert describe(third, BROKER, node)["max.connections"].value == "1024"
-
-
-def test_a_cluster_of_several_brokers_takes_cluster_wide_values_only(
-    kafka_cluster: ClusterFactory,
-) -> None:
-    cluster = kafka_cluster(brokers=2)
-    topic = "several"
-    cluster.create_topic(topic, partitions=2)
-    first = cluster.bootstrap_servers.split(",")[0]
-    with RawClient(first, timeout=30) as client:
-        node = str(cluster.nodes[0].node_id)
-        [(code, message, _, _)] = incremental(
-            client, 1, [(BROKER, node, [("log.retention.ms", SET, "1")])]
-        )
-        assert code == INVALID_REQUEST and message is not None and "cluster-wide" in message
-        assert incremental(client, 1, [(BROKER, "", [("log.retention.ms", SET, "4000")])]) == [
-            (NONE, None, BROKER, "")
-        ]
-        assert describe(client, TOPIC, topic)["retention.ms"].value == "4000"
 
 
 # --- held against Apache Kafka in CI's parity run ----------------------------------------

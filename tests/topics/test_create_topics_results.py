@@ -113,9 +113,7 @@ def test_each_broker_reports_its_own_defaults_before_and_after_they_change(
         "2000000",
         SOURCE_STATIC_BROKER,
     )
-    plain.cluster.broker_configs.alter(
-        "", [("message.max.bytes", SET, "3000000")], node_id=0, nodes=1
-    )
+    plain.cluster.broker_configs.alter("", [("message.max.bytes", SET, "3000000")], node_id=0)
     plain.cluster.broker_configs_changed()
     assert reported(create(plain, version, "b"))["max.message.bytes"][:2] == (
         "3000000",
