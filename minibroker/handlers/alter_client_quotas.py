@@ -1,7 +1,7 @@
 """AlterClientQuotas (key 49), versions 0-1.
 
-Sets and removes client quotas (the rules: state/quotas.py); one result per entry, in
-the request's order, naming the entity as sent. validate_only checks without changing.
+Sets and removes client quotas (the rules: state/quotas.py); one result per entity, in
+the order first named. validate_only checks without changing.
 Needs ALTER_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every entry).
 """
 
@@ -31,17 +31,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         outcomes = ctx.cluster.client_quotas.alter(changes, bool(request.validate_only))
     else:
         refused = (int(ErrorCode.cluster_authorization_failed), CLUSTER_REFUSED)
-        outcomes = [refused for _ in changes]
+        outcomes = {entity: refused for entity, _ in changes}
     results = tuple(
         ctx.make(
             "EntryData",
             error_code=ErrorCode(code),
             error_message=message,
             entity=tuple(
-                ctx.make("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
-                for e in entry.entity
+                ctx.make("EntityData", entity_type=entity_type, entity_name=name)
+                for entity_type, name in entity
             ),
         )
-        for entry, (code, message) in zip(request.entries, outcomes, strict=True)
+        for entity, (code, message) in outcomes.items()
     )
     return ctx.response(throttle_time=NO_THROTTLE, entries=results)

@@ -10,7 +10,10 @@ Rules (Kafka's, as its controller validates and its brokers enforce them):
   numbers), request_percentage, controller_mutation_rate; of ip entities:
   connection_creation_rate (whole). Another key is INVALID_REQUEST ("Invalid
   configuration key"), a fraction where a whole number is due and a value <= 0 too. An
-  entry whose check fails changes nothing; the others in the request apply.
+  entry whose check fails changes nothing; the others in the request apply. An entity
+  named again in the same request is INVALID_REQUEST ("Ignoring duplicate entity"),
+  that later entry ignored, its first one applied or refused as it was: the answer
+  has one result per entity.
   validate_only checks and changes nothing. Removing a key the entity lacks is no error;
   an entity left without keys is gone.
 - DescribeClientQuotas filters by components: per type one of exact name (match must be
@@ -102,11 +105,17 @@ def _entity_refusal(entity: Entity) -> str | None:
         if name is not None and not name:
             return f"Empty {entity_type} not supported"
     if len(entity) > 1 and any(t == IP for t, _ in entity):
-        return (
-            "Invalid quota entity combination, IP quota entities cannot be combined "
-            "with any other entities"
+        return (  # Kafka's words (sic)
+            "Invalid quota entity combination, IP entity shouldnot be combined with User "
+            "or ClientId"
         )
     return None
+
+
+def _java(entity: Entity) -> str:
+    """How Kafka's messages print an entity."""
+    entries = ", ".join(f"{t}={'null' if n is None else n}" for t, n in entity)
+    return f"ClientQuotaEntity(entries={{{entries}}})"
 
 
 def _value_refusal(keys: Mapping[str, bool], op: QuotaOp) -> str | None:
@@ -191,18 +200,22 @@ class ClientQuotas:
 
     def alter(
         self, changes: list[tuple[Entity, list[QuotaOp]]], validate_only: bool
-    ) -> list[Outcome]:
-        outcomes: list[Outcome] = []
+    ) -> dict[Entity, Outcome]:
+        """Each entity's outcome, in the order first named."""
+        outcomes: dict[Entity, Outcome] = {}
         changed = False
         for entity, ops in changes:
+            if entity in outcomes:
+                outcomes[entity] = (INVALID_REQUEST, f"Ignoring duplicate entity {_java(entity)}")
+                continue
             refusal = _entity_refusal(entity)
             keys = IP_KEYS if entity and entity[0][0] == IP else CLIENT_KEYS
             if refusal is None:
                 refusal = next(filter(None, (_value_refusal(keys, op) for op in ops)), None)
             if refusal is not None:
-                outcomes.append((INVALID_REQUEST, refusal))
+                outcomes[entity] = (INVALID_REQUEST, refusal)
                 continue
-            outcomes.append((NONE, None))
+            outcomes[entity] = (NONE, None)
             if validate_only:
                 continue
             values = dict(self.entries.get(entity, {}))

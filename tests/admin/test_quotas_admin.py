@@ -95,10 +95,17 @@ def test_quotas_are_set_described_by_filter_and_removed(client: RawClient) -> No
     pair: Entity = {"user": user, "client-id": client_id}
     user_default_client: Entity = {"user": user, "client-id": None}
     rates = {"producer_byte_rate": 1e9, "consumer_byte_rate": 2e9, "request_percentage": 250.0}
-    assert _alter(
-        client,
-        [(alone, rates), (pair, {"producer_byte_rate": 3e9}), (user_default_client, {"request_percentage": 99.5})],
-    ) == [(0, None)] * 3
+    assert (
+        _alter(
+            client,
+            [
+                (alone, rates),
+                (pair, {"producer_byte_rate": 3e9}),
+                (user_default_client, {"request_percentage": 99.5}),
+            ],
+        )
+        == [(0, None)] * 3
+    )
     exact = [("user", EXACT, user)]
     _eventually(lambda: len(_found(_describe(client, exact))) == 3)
     assert _found(_describe(client, exact)) == {
@@ -122,14 +129,17 @@ def test_quotas_are_set_described_by_filter_and_removed(client: RawClient) -> No
     ]
 
     # Removing keys: an entity left without any is gone.
-    assert _alter(
-        client,
-        [
-            (alone, {"consumer_byte_rate": None, "request_percentage": None}),
-            (pair, {"producer_byte_rate": None}),
-            (user_default_client, {"request_percentage": None}),
-        ],
-    ) == [(0, None)] * 3
+    assert (
+        _alter(
+            client,
+            [
+                (alone, {"consumer_byte_rate": None, "request_percentage": None}),
+                (pair, {"producer_byte_rate": None}),
+                (user_default_client, {"request_percentage": None}),
+            ],
+        )
+        == [(0, None)] * 3
+    )
     _eventually(lambda: len(_found(_describe(client, exact))) == 1)
     assert _found(_describe(client, exact)) == {(("user", user),): {"producer_byte_rate": 1e9}}
     assert _alter(client, [(alone, {"producer_byte_rate": None})]) == [(0, None)]
@@ -163,27 +173,44 @@ def test_validate_only_changes_nothing(client: RawClient) -> None:
 
 @pytest.mark.parity
 def test_bad_alterations_are_refused_entry_by_entry(client: RawClient) -> None:
-    user = _name("user")
-    good: Entity = {"user": user}
+    users = [_name("user") for _ in range(7)]
     refused = [
-        ({"user": user}, {"no_such_quota": 1.0}),
-        ({"user": user}, {"connection_creation_rate": 5.0}),  # an ip entity's key
-        ({"user": user}, {"producer_byte_rate": 0.0}),
-        ({"user": user}, {"consumer_byte_rate": -5.0}),
-        ({"user": user}, {"producer_byte_rate": 10.5}),  # not a whole number
+        ({"user": users[0]}, {"no_such_quota": 1.0}),
+        ({"user": users[1]}, {"connection_creation_rate": 5.0}),  # an ip entity's key
+        ({"user": users[2]}, {"producer_byte_rate": 0.0}),
+        ({"user": users[3]}, {"consumer_byte_rate": -5.0}),
+        ({"user": users[4]}, {"producer_byte_rate": 10.5}),  # not a whole number
         ({"group": "g"}, {"producer_byte_rate": 10.0}),
         ({}, {"producer_byte_rate": 10.0}),
         ({"user": ""}, {"producer_byte_rate": 10.0}),
-        ({"user": user, "ip": "127.0.0.1"}, {"producer_byte_rate": 10.0}),
+        ({"user": users[5], "ip": "127.0.0.1"}, {"producer_byte_rate": 10.0}),
     ]
+    good: Entity = {"user": users[6]}
     outcomes = _alter(client, [*refused, (good, {"request_percentage": 12.5})])
-    assert [code for code, _ in outcomes] == [INVALID_REQUEST] * len(refused) + [0]
-    assert all(message for _, message in outcomes[:-1])
-    _eventually(lambda: bool(_found(_describe(client, [("user", EXACT, user)]))))
-    assert _found(_describe(client, [("user", EXACT, user)])) == {
-        (("user", user),): {"request_percentage": 12.5}
-    }
+    assert sorted(code for code, _ in outcomes) == [0] + [INVALID_REQUEST] * len(refused)
+    assert all(message for code, message in outcomes if code)
+    exact = [("user", EXACT, users[6])]
+    _eventually(lambda: bool(_found(_describe(client, exact))))
+    assert _found(_describe(client, exact)) == {(("user", users[6]),): {"request_percentage": 12.5}}
+    for user in users[:5]:
+        assert not _found(_describe(client, [("user", EXACT, user)]))
     _alter(client, [(good, {"request_percentage": None})])
+
+
+@pytest.mark.parity
+def test_an_entity_named_twice_keeps_its_first_alteration(client: RawClient) -> None:
+    user = _name("user")
+    entity: Entity = {"user": user}
+    outcomes = _alter(
+        client, [(entity, {"producer_byte_rate": 1e6}), (entity, {"consumer_byte_rate": 1e6})]
+    )
+    assert outcomes == [
+        (INVALID_REQUEST, f"Ignoring duplicate entity ClientQuotaEntity(entries={{user={user}}})")
+    ]
+    exact = [("user", EXACT, user)]
+    _eventually(lambda: bool(_found(_describe(client, exact))))
+    assert _found(_describe(client, exact)) == {(("user", user),): {"producer_byte_rate": 1e6}}
+    _alter(client, [(entity, {"producer_byte_rate": None})])
 
 
 @pytest.mark.parity
