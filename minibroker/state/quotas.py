@@ -32,6 +32,8 @@ Rules (Kafka's, as its controller validates and its brokers enforce them):
   the quota, the throttle time is (rate - quota) / quota * window ms, rounded. Byte
   rates are not capped; request_percentage's throttle is capped at one window.
 - request_percentage is recorded as the request's handling time, 100 per second of it.
+- A Fetch answer holds at most what the consumer_byte_rate allows in WINDOW_SAMPLES - 1
+  windows; a throttled one is sent without records, and its bytes are not counted.
 - ip quotas (connection_creation_rate) are kept and described but not enforced; nor is
   controller_mutation_rate.
 """
@@ -344,6 +346,14 @@ class ClientQuotas:
         found = self.quota_for(key, user, client_id)
         if found is not None and (sensor := self._sensors.get(found[1])) is not None:
             sensor.unrecord(value)
+
+    def max_in_window(self, key: str, user: str, client_id: str) -> float | None:
+        """The most the quota `key` allows in one full window (Kafka caps a Fetch's
+        answer to it); None without a quota."""
+        found = self.quota_for(key, user, client_id)
+        if found is None:
+            return None
+        return found[0] * (WINDOW_SAMPLES - 1) * WINDOW_MS / 1000
 
     def rate(self, key: str, user: str, client_id: str, now_ms: float) -> float | None:
         found = self.quota_for(key, user, client_id)

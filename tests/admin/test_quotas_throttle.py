@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from harness.raw_client import RawClient, make, metadata_request, produce_request
+from harness.raw_client import RawClient, fetch_request, make, metadata_request, produce_request
 from minibroker import Broker
 from minibroker.protocol.records import build_batch
 
@@ -123,3 +123,41 @@ def test_a_throttled_connection_is_muted_until_the_moved_clock_passes_it(
         )
         found = client.call(DESCRIBE, 1, components=(component,), strict=False).entries
         assert [(e.entity[0].entity_name, e.values[0].value) for e in found] == [("slow", 100.0)]
+
+
+def test_a_consumer_over_its_byte_rate_gets_an_empty_throttled_answer() -> None:
+    """A Fetch answer holds at most ten seconds of consumer_byte_rate; the one that goes
+    over the rate is answered without records, throttled, and its bytes are not counted:
+    once the throttle time has passed (the broker's clock moved), the records come."""
+    with Broker() as broker:
+        bootstrap = broker.bootstrap_servers
+        broker.create_topic("read-slowly", 1)
+        with RawClient(bootstrap) as writer:
+            for _ in range(3):
+                writer.request(
+                    0,
+                    9,
+                    produce_request(
+                        "read-slowly",
+                        build_batch([(None, b"r" * 6000)], timestamp_ms=int(time.time() * 1000)),
+                    ),
+                )
+        set_quota(bootstrap, {"client-id": "reader"}, "consumer_byte_rate", 1000)
+        with RawClient(bootstrap, client_id="reader", timeout=30) as reader:
+
+            def fetch(offset: int) -> tuple[int, int]:
+                answer = reader.request(1, 11, fetch_request("read-slowly", fetch_offset=offset))
+                records = sum(
+                    len(partition.records or b"")
+                    for topic in answer.responses
+                    for partition in topic.partitions
+                )
+                return int(answer.throttle_time.total_seconds() * 1000), records
+
+            throttle_ms, size = fetch(0)
+            assert throttle_ms == 0 and 6000 < size < 10_000  # one batch: 10 s of the rate
+            throttle_ms, size = fetch(1)
+            assert throttle_ms > 0 and size == 0  # no partition at all, as Kafka answers
+            broker.clock.advance(30)  # past the throttle, and past the rate's window
+            throttle_ms, size = fetch(1)
+            assert throttle_ms == 0 and 6000 < size < 10_000
