@@ -60,6 +60,17 @@ ZERO_COPY_WRITELINES = sys.version_info >= (3, 12)
 WRITE_CHUNK_BYTES = 1024 * 1024
 
 
+# The first Produce and Fetch versions whose clients wait out a throttle time themselves
+# (KIP-219): an older one's answer is held back for the throttle time instead, as Kafka does.
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8}
+
+
+def _answered_late(frame: bytes | memoryview) -> bool:
+    api_key = int.from_bytes(frame[:2], "big")
+    first = CLIENT_THROTTLES_FROM.get(api_key)
+    return first is not None and int.from_bytes(frame[2:4], "big") < first
+
+
 class NodeServer:
     """One broker node: a server socket per listener, all serving the same node."""
 
@@ -548,6 +559,14 @@ class _Connection(asyncio.BufferedProtocol):
                         self.abort()
                         return
                     self._limit_frames()
+                throttle_ms = dispatcher.take_throttle(session)
+                if throttle_ms and _answered_late(frame):
+                    # A client from before client-side throttling: its answer waits.
+                    self._send(answers)
+                    pending_bytes = 0
+                    await self._drained()
+                    await self._mute(throttle_ms)
+                    throttle_ms = 0
                 if outcome is not None:
                     answers.append(outcome)
                     pending_bytes += len(outcome)
@@ -555,7 +574,6 @@ class _Connection(asyncio.BufferedProtocol):
                         self._send(answers)
                         pending_bytes = 0
                         await self._drained()
-                throttle_ms = dispatcher.take_throttle(session)
                 if throttle_ms:
                     # Over a client quota: the answer (saying how long) leaves now, then
                     # nothing more is read or served from this client until then.

@@ -125,6 +125,25 @@ def test_a_throttled_connection_is_muted_until_the_moved_clock_passes_it(
         assert [(e.entity[0].entity_name, e.values[0].value) for e in found] == [("slow", 100.0)]
 
 
+def test_an_old_produce_version_gets_its_throttled_answer_late() -> None:
+    """Produce v5 predates client-side throttling: the answer itself waits out the
+    throttle time (on the broker's clock)."""
+    with Broker() as broker:
+        bootstrap = broker.bootstrap_servers
+        broker.create_topic("old-client", 1)
+        set_quota(bootstrap, {"client-id": "old"}, "producer_byte_rate", 100)
+        batch = build_batch([(None, b"x" * 3000)], timestamp_ms=int(time.time() * 1000))
+        with RawClient(bootstrap, client_id="old", timeout=0.3) as old:
+            old.send(0, 5, produce_request("old-client", batch, version=5))
+            with pytest.raises(TimeoutError):
+                old.recv_frame()
+            broker.clock.advance(60)
+            old.sock.settimeout(30)
+            _, answer = old.receive(0, 5)
+            assert answer.throttle_time.total_seconds() > 5
+            assert [p.error_code for t in answer.responses for p in t.partition_responses] == [0]
+
+
 def test_a_consumer_over_its_byte_rate_gets_an_empty_throttled_answer() -> None:
     """A Fetch answer holds at most ten seconds of consumer_byte_rate; the one that goes
     over the rate is answered without records, throttled, and its bytes are not counted:
