@@ -3,8 +3,13 @@ connection gets, and the throttle time Kafka's windowed rate gives."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from harness.raw_client import encode, make, make_request, produce_request
+from minibroker.config import BrokerConfig
+from minibroker.protocol.records import build_batch
 from minibroker.state.quotas import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -12,6 +17,10 @@ from minibroker.state.quotas import (
     QuotaOp,
     make_entity,
 )
+from minibroker.state.sessions import open_session
+from tests.sansio import SansIOBroker, decode
+
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 # From the most to the least specific, as Kafka chooses.
 PRECEDENCE = [
@@ -67,3 +76,49 @@ def test_throttle_time_is_the_excess_over_the_quota_across_the_window() -> None:
 def test_request_time_throttle_is_capped_at_one_window() -> None:
     quotas = _quotas([{"client-id": "app"}], REQUEST_PERCENTAGE)  # 1000 %
     assert quotas.record(REQUEST_PERCENTAGE, "u", "app", 1e9, 0) == 1000
+
+
+# --- through the dispatcher, as an authenticated principal ---
+
+
+def _as(broker: SansIOBroker, principal: str, api_key: int, version: int, request: Any) -> Any:
+    """The decoded answer to `request` from a connection of `principal`, and the throttle
+    time its connection is muted for."""
+    session = open_session(principal=principal)
+    frame = encode(api_key, version, request, 7)
+    reply = broker.dispatcher.dispatch(frame[4:], session=session)
+    assert isinstance(reply, bytes)
+    return decode(reply, api_key, version), broker.dispatcher.take_throttle(session)
+
+
+def _alter_request(user: str, key: str, value: float) -> Any:
+    entity = (make(49, 1, "EntityData", entity_type="user", entity_name=user),)
+    op = make(49, 1, "OpData", key=key, value=value, remove=False)
+    entries = (make(49, 1, "EntryData", entity=entity, ops=(op,)),)
+    return make_request(49, 1, entries=entries, validate_only=False)
+
+
+def test_only_principals_allowed_on_the_cluster_alter_or_describe_quotas() -> None:
+    broker = SansIOBroker(BrokerConfig(acls_enabled=True, super_users="User:admin"))
+    request = _alter_request("bob", PRODUCER_BYTE_RATE, 100)
+    answer, _ = _as(broker, "User:bob", 49, 1, request)
+    assert [int(e.error_code) for e in answer.entries] == [CLUSTER_AUTHORIZATION_FAILED]
+    describe = make_request(48, 1, components=(), strict=False)
+    answer, _ = _as(broker, "User:bob", 48, 1, describe)
+    assert (int(answer.error_code), answer.entries) == (CLUSTER_AUTHORIZATION_FAILED, None)
+    answer, _ = _as(broker, "User:admin", 49, 1, request)
+    assert [int(e.error_code) for e in answer.entries] == [0]
+    answer, _ = _as(broker, "User:admin", 48, 1, describe)
+    assert [e.entity[0].entity_name for e in answer.entries] == ["bob"]
+
+
+def test_a_user_quota_throttles_that_users_connections_only() -> None:
+    broker = SansIOBroker()
+    broker.cluster.topics.create("t", 1)
+    _as(broker, "User:admin", 49, 1, _alter_request("bob", PRODUCER_BYTE_RATE, 100))
+    produce = produce_request("t", build_batch([(None, b"x" * 3000)]))
+    answer, throttle_ms = _as(broker, "User:bob", 0, 9, produce)
+    assert throttle_ms > 0
+    assert answer.throttle_time.total_seconds() * 1000 == throttle_ms
+    answer, throttle_ms = _as(broker, "User:alice", 0, 9, produce)
+    assert throttle_ms == 0 and answer.throttle_time.total_seconds() == 0
