@@ -39,9 +39,30 @@ from minibroker.handlers.registry import (
 from minibroker.inspection import Recording
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState
+from minibroker.state.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from minibroker.state.sessions import Refused, Session
 
 log = logging.getLogger("minibroker.requests")
+
+
+PRODUCE_KEY, FETCH_KEY = 0, 1
+# Requests no client quota counts (Kafka's exempt ones a client sends): ApiVersions and
+# the SASL exchange.
+QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})
+# Request-handling time as request_percentage counts it: 100 per second.
+NANOS_TO_PERCENT = 100 / 1e9
+
+
+def _user_of(principal: str) -> str:
+    """The user a quota names: the principal's name (User:alice -> alice)."""
+    return principal.partition(":")[2] or principal
+
+
+def _emptied_fetch(response: Any) -> Any:
+    """A Fetch answer without its records (what Kafka sends a throttled consumer)."""
+    if isinstance(response, messages.SplicedResponse):
+        return response.response  # its spliced array left empty
+    return dataclasses.replace(response, responses=())
 
 
 class CloseConnection(Exception):
@@ -107,6 +128,18 @@ class Decoded:
     handler: ApiHandler
     header: messages.RequestHeader
     request: Any
+    size: int = 0  # the frame's bytes (a Produce counts them against its byte rate)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaUse:
+    """What one request of a connection counts against its client quotas."""
+
+    session: Session
+    user: str
+    client_id: str
+    request_bytes: int
+    handled_ns: int
 
 
 class Dispatcher:
@@ -120,6 +153,9 @@ class Dispatcher:
         self.recent: deque[RequestRecord] = deque(maxlen=history)
         # Milliseconds of throttle time every answer reports (Cluster.set_throttle).
         self.throttle_ms = 0
+        # Connections over a client quota: how long (ms) to mute each after its answer,
+        # taken by the server (`take_throttle`).
+        self._throttles: dict[Session, int] = {}
         # Answered requests, decoded (inspection.py), while recording is on.
         self.recording: Recording | None = (
             Recording(cluster.config.record_requests_max_bytes)
@@ -218,7 +254,7 @@ class Dispatcher:
         except (messages.InvalidRequest, LookupError) as exc:
             self._record(None, name, version, correlation_id, "closed: malformed")
             raise CloseConnection(str(exc)) from exc
-        return Decoded(handler, header, request)
+        return Decoded(handler, header, request, len(frame))
 
     def _now_ms(self) -> int:
         return int(self.cluster.clock.monotonic() * 1000)
@@ -323,6 +359,7 @@ class Dispatcher:
                 return self._encode(
                     header, handler.name, version, correlation_id, response, decoded.request
                 )
+        started = time.perf_counter_ns()
         try:
             result = handler.handle(ctx, decoded.request)
         except Exception as exc:
@@ -343,7 +380,18 @@ class Dispatcher:
             log.debug(
                 "node %d %s v%d from %s", self.node_id, handler.name, version, header.client_id
             )
+        usage = None
+        if self.cluster.client_quotas.any and header.api_key not in QUOTA_EXEMPT_APIS:
+            usage = QuotaUse(
+                session,
+                _user_of(session.principal),
+                header.client_id or "",
+                decoded.size,
+                time.perf_counter_ns() - started,
+            )
         if result is None:
+            if usage is not None:  # acks=0: over its byte rate, the connection is muted
+                self._enforce(header, usage, None)
             self._record(header, handler.name, version, correlation_id, "ok")
             return None
         if isinstance(result, Pending):
@@ -354,28 +402,61 @@ class Dispatcher:
                 if response is None:
                     return None
                 return self._encode(
-                    header, handler.name, version, correlation_id, response, decoded.request
+                    header, handler.name, version, correlation_id, response, decoded.request, usage
                 )
 
             return PendingReply(
                 deadline=pending.deadline, finish=finish, wait_keys=pending.wait_keys
             )
         if isinstance(result, Steps):
-            pieces = self._pieces(handler, header, result, decoded.request)
+            pieces = self._pieces(handler, header, result, decoded.request, usage)
             if stepped:
                 return SteppedReply(pieces)
             encoded: messages.Encoded = Steps(pieces).run()
             return encoded
-        return self._encode(header, handler.name, version, correlation_id, result, decoded.request)
+        return self._encode(
+            header, handler.name, version, correlation_id, result, decoded.request, usage
+        )
 
-    def _throttled(self, response: Any) -> Any:
-        """`response` reporting throttle_ms, where its version has a throttle time."""
+    def take_throttle(self, session: Session) -> int:
+        """Milliseconds the connection of `session` is to be muted for after its last
+        answer (0: not over a client quota)."""
+        return self._throttles.pop(session, 0)
+
+    def _enforce(
+        self, header: messages.RequestHeader, usage: QuotaUse, response_bytes: int | None
+    ) -> int:
+        """Record a request against its connection's client quotas (state/quotas.py): the
+        throttle time it earns, as Kafka's KafkaApis takes it (the larger of the byte-rate
+        and the request-time throttles)."""
+        quotas = self.cluster.client_quotas
+        now_ms = self.cluster.clock.monotonic() * 1000
+        user, client_id = usage.user, usage.client_id
+        bandwidth = 0
+        if header.api_key == PRODUCE_KEY:
+            bandwidth = quotas.record(
+                PRODUCER_BYTE_RATE, user, client_id, usage.request_bytes, now_ms
+            )
+        elif header.api_key == FETCH_KEY and response_bytes is not None:
+            bandwidth = quotas.record(CONSUMER_BYTE_RATE, user, client_id, response_bytes, now_ms)
+        request_time = 0
+        if response_bytes is not None:  # an acks=0 Produce is not counted by its time
+            percent = usage.handled_ns * NANOS_TO_PERCENT
+            request_time = quotas.record(REQUEST_PERCENTAGE, user, client_id, percent, now_ms)
+        throttle = max(bandwidth, request_time)
+        if throttle > 0:
+            self._throttles[usage.session] = throttle
+            if header.api_key == FETCH_KEY and response_bytes is not None:
+                # Answered empty (below): what it would have carried is not counted.
+                quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, response_bytes)
+        return throttle
+
+    def _throttled(self, response: Any, throttle_ms: int) -> Any:
+        """`response` reporting `throttle_ms`, where its version has a throttle time."""
         body = response.response if isinstance(response, messages.SplicedResponse) else response
         if "throttle_time" not in getattr(body, "__dataclass_fields__", {}):
             return response
-        body = dataclasses.replace(
-            body, throttle_time=datetime.timedelta(milliseconds=self.throttle_ms)
-        )
+        body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
         if isinstance(response, messages.SplicedResponse):
             return dataclasses.replace(response, response=body)
         return body
@@ -386,6 +467,7 @@ class Dispatcher:
         header: messages.RequestHeader,
         steps: Steps,
         request: Any = None,
+        usage: QuotaUse | None = None,
     ) -> Generator[None, None, messages.Encoded]:
         version, correlation_id = header.api_version, header.correlation_id
         try:
@@ -394,7 +476,7 @@ class Dispatcher:
             log.exception("node %d: %s v%d failed", self.node_id, handler.name, version)
             self._record(header, handler.name, version, correlation_id, "closed: handler error")
             raise CloseConnection(f"{handler.name} v{version} failed: {exc!r}") from exc
-        return self._encode(header, handler.name, version, correlation_id, response, request)
+        return self._encode(header, handler.name, version, correlation_id, response, request, usage)
 
     def _encode(
         self,
@@ -404,15 +486,26 @@ class Dispatcher:
         correlation_id: int,
         response: Any,
         request: Any = None,
+        usage: QuotaUse | None = None,
     ) -> messages.Encoded:
         """The framed answer, recorded as sent; a response the handler built wrongly
-        (a field the version cannot carry) closes the connection and says so."""
+        (a field the version cannot carry) closes the connection and says so. Over a
+        client quota it reports the throttle time; a throttled Fetch is answered empty."""
         if self.throttle_ms:
-            response = self._throttled(response)
+            response = self._throttled(response, self.throttle_ms)
         try:
             encoded = messages.encode_response(
                 correlation_id, response, version, in_pieces=self.in_pieces
             )
+            if usage is not None:
+                throttle = self._enforce(header, usage, len(encoded))
+                if throttle > 0:
+                    if header.api_key == FETCH_KEY:
+                        response = _emptied_fetch(response)
+                    response = self._throttled(response, max(throttle, self.throttle_ms))
+                    encoded = messages.encode_response(
+                        correlation_id, response, version, in_pieces=self.in_pieces
+                    )
         except Exception as exc:
             log.exception("node %d: %s v%d response failed to encode", self.node_id, name, version)
             self._record(header, name, version, correlation_id, "closed: response failed to encode")

@@ -36,7 +36,7 @@ from minibroker.handlers.registry import OPEN_SESSION
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
-from minibroker.state.cluster import ClusterState, Node
+from minibroker.state.cluster import CLOCK_ADVANCED, ClusterState, Node
 from minibroker.state.sessions import ANONYMOUS, PRE_AUTH_MAX_FRAME_BYTES, Session, open_session
 from minibroker.tls import principal_of, tls_context, tls_server_protocol
 from minibroker.waiters import WaiterIndex
@@ -59,6 +59,17 @@ PRODUCE_KEY = b"\x00\x00"
 # answer would write it all into fresh pages first.
 ZERO_COPY_WRITELINES = sys.version_info >= (3, 12)
 WRITE_CHUNK_BYTES = 1024 * 1024
+
+
+# The first Produce and Fetch versions whose clients wait out a throttle time themselves
+# (KIP-219): an older one's answer is held back for the throttle time instead, as Kafka does.
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8}
+
+
+def _answered_late(frame: bytes | memoryview) -> bool:
+    api_key = int.from_bytes(frame[:2], "big")
+    first = CLIENT_THROTTLES_FROM.get(api_key)
+    return first is not None and int.from_bytes(frame[2:4], "big") < first
 
 
 class NodeServer:
@@ -291,6 +302,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._closing = False
         self._reading_paused = False
         self._short_of_memory = False
+        self._muted = False  # throttled by a client quota
         self.peer = ""
 
     # --- transport callbacks ---
@@ -427,8 +439,10 @@ class _Connection(asyncio.BufferedProtocol):
         if transport is None or self._closing:
             return
         ahead = self._receiver.pending + self._queued_bytes
-        mute = self._short_of_memory or (
-            ahead >= PIPELINE_BYTES and (bool(self._frames) or self.meter.busy)
+        mute = (
+            self._muted
+            or self._short_of_memory
+            or (ahead >= PIPELINE_BYTES and (bool(self._frames) or self.meter.busy))
         )
         if mute and not self._reading_paused:
             transport.pause_reading()
@@ -490,7 +504,9 @@ class _Connection(asyncio.BufferedProtocol):
                         outcome = (
                             decoded
                             if isinstance(decoded, bytes)
-                            else dispatcher.answer(decoded, self.peer, stepped=True)
+                            else dispatcher.answer(
+                                decoded, self.peer, stepped=True, session=session
+                            )
                         )
                     else:
                         outcome = dispatcher.dispatch(
@@ -536,6 +552,14 @@ class _Connection(asyncio.BufferedProtocol):
                         self.abort()
                         return
                     self._limit_frames()
+                throttle_ms = dispatcher.take_throttle(session)
+                if throttle_ms and _answered_late(frame):
+                    # A client from before client-side throttling: its answer waits.
+                    self._send(answers)
+                    pending_bytes = 0
+                    await self._drained()
+                    await self._mute(throttle_ms)
+                    throttle_ms = 0
                 if outcome is not None:
                     answers.append(outcome)
                     pending_bytes += len(outcome)
@@ -543,10 +567,33 @@ class _Connection(asyncio.BufferedProtocol):
                         self._send(answers)
                         pending_bytes = 0
                         await self._drained()
+                if throttle_ms:
+                    # Over a client quota: the answer (saying how long) leaves now, then
+                    # nothing more is read or served from this client until then.
+                    self._send(answers)
+                    pending_bytes = 0
+                    await self._drained()
+                    await self._mute(throttle_ms)
             self._send(answers)
             await self._drained()
             self._account()
             self._node.memory_freed()
+
+    async def _mute(self, throttle_ms: int) -> None:
+        """Read nothing from this connection for `throttle_ms` of the broker's clock, as
+        Kafka mutes a throttled channel; moving the clock forward ends it sooner."""
+        node = self._node
+        clock = node.cluster.clock
+        deadline = clock.monotonic() + throttle_ms / 1000
+        self._muted = True
+        self._update_reading()
+        try:
+            place = node.waiters.place_in_line()
+            while (remaining := deadline - clock.monotonic()) > 0:
+                await node.waiters.wait((CLOCK_ADVANCED,), remaining, place)
+        finally:
+            self._muted = False
+            self._update_reading()
 
     async def _settle(self, outcome: Deferred) -> tuple[Encoded | None, FaultedReply | None]:
         """A deferred answer made bytes (or nothing), and the fault rule that acted on it."""

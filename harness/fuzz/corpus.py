@@ -505,6 +505,7 @@ def _confluent_scenarios(bootstrap: str, tag: str, steps: _Steps) -> None:
     steps.run("transactions", lambda: _ck_transactions(bootstrap, topic, tag))
     steps.run("acls and credentials", lambda: _ck_security(bootstrap, topic, tag))
     steps.run("admin", lambda: _ck_admin(bootstrap, f"fz-ck-admin-{tag}", topic, group, steps))
+    steps.run("client quotas", lambda: _client_quotas(bootstrap, tag))
 
 
 def _ck_produce(bootstrap: str, topic: str, codec: str | None, acks: str, idem: bool) -> None:
@@ -716,6 +717,30 @@ def _ck_security(bootstrap: str, topic: str, tag: str) -> None:
     deletion = UserScramCredentialDeletion(name, ScramMechanism.SCRAM_SHA_256)
     for future in admin.alter_user_scram_credentials([deletion], request_timeout=10).values():
         future.result(10)
+
+
+def _client_quotas(bootstrap: str, tag: str) -> None:
+    """Client quotas set, described and removed, as the Java Admin sends them (no Python
+    client has them). Only request_percentage, whose throttle is at most a second: a
+    mutated frame cannot mute the campaign's connections for long."""
+    from harness.raw_client import RawClient, make
+
+    def entity(api_key: int) -> tuple[Any, ...]:
+        return (
+            make(api_key, 1, "EntityData", entity_type="user", entity_name=f"fz-{tag}"),
+            make(api_key, 1, "EntityData", entity_type="client-id", entity_name=None),
+        )
+
+    with RawClient(bootstrap) as client:
+        for remove in (False, True):
+            op = make(49, 1, "OpData", key="request_percentage", value=1e9, remove=remove)
+            entry = make(49, 1, "EntryData", entity=entity(49), ops=(op,))
+            client.call(49, 1, entries=(entry,), validate_only=False)
+            components = (
+                make(48, 1, "ComponentData", entity_type="user", match_type=0, match=f"fz-{tag}"),
+                make(48, 1, "ComponentData", entity_type="client-id", match_type=2, match=None),
+            )
+            client.call(48, 1, components=components, strict=remove)
 
 
 def _ck_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) -> None:

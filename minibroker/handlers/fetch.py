@@ -8,7 +8,8 @@ have, so it gets FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an evicted ses
 When fewer than min_bytes are available the request waits (long poll) until enough
 data arrives or max_wait passes.
 Limits: partition_max_bytes per partition, and overall the smaller of max_bytes and the
-broker's fetch_max_bytes (Kafka's fetch.max.bytes), except that the first batch found is
+broker's fetch_max_bytes (Kafka's fetch.max.bytes) and, under a consumer_byte_rate quota,
+what it allows in ten seconds (state/quotas.py), except that the first batch found is
 always returned whole so a consumer can make progress (KIP-74). A partition listed more
 than once is fetched and answered once, as Kafka does (its fetch data is keyed by
 partition: a later entry's offsets replace an earlier one's, in the earlier one's place).
@@ -42,6 +43,7 @@ from minibroker.protocol.fetch_response import (
 )
 from minibroker.protocol.messages import SplicedResponse
 from minibroker.state.log import CorruptBatch, PartitionLog
+from minibroker.state.quotas import CONSUMER_BYTE_RATE, WHOLE_MAX
 from minibroker.state.topics import Topic
 
 FIRST_TOPIC_ID_VERSION = 13
@@ -140,12 +142,24 @@ def _aborted(log: PartitionLog, offset: int, size: int) -> tuple[AbortedTransact
     )
 
 
+def _quota_window_bytes(ctx: RequestContext) -> int:
+    principal = ctx.session.principal
+    window = ctx.cluster.client_quotas.max_in_window(
+        CONSUMER_BYTE_RATE, principal.partition(":")[2] or principal, ctx.header.client_id or ""
+    )
+    return WHOLE_MAX if window is None else max(1, int(window))
+
+
 def _collect(ctx: RequestContext, request: Any, wanted_topics: Wanted) -> SplicedResponse:
     """Build the response from what is stored now (its topics written straight to bytes,
     protocol/fetch_response.py)."""
     budget = ctx.cluster.config.fetch_max_bytes
     if request.max_bytes > 0:
         budget = min(budget, request.max_bytes)
+    if ctx.cluster.client_quotas.any:
+        # As Kafka: no more than the consumer's byte-rate quota allows in one window, so
+        # an answer is not throttled (and emptied) every time.
+        budget = min(budget, _quota_window_bytes(ctx))
     first = True
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     pieces: list[bytes | memoryview] = []

@@ -19,6 +19,7 @@ from minibroker.state.group_configs import GroupConfigs
 from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.log import PartitionLog
 from minibroker.state.producers import ProducerIdAllocator
+from minibroker.state.quotas import ClientQuotas
 from minibroker.state.share_groups import ShareGroupCoordinator
 from minibroker.state.share_partitions import SharePartitionStore, group_settings
 from minibroker.state.topics import TopicRegistry
@@ -85,6 +86,7 @@ class ClusterState:
         self.clock = clock if isinstance(clock, BrokerClock) else BrokerClock(clock)
         self.nodes: dict[int, Node] = {}
         self.credentials = Credentials()  # who may sign in over SASL
+        self.client_quotas = ClientQuotas()  # AlterClientQuotas's, enforced per request
         self.acls = Acls(
             enabled=self.config.acls_enabled,
             super_users=self.config.super_user_list(),

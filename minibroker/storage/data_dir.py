@@ -8,6 +8,7 @@ Layout:
   producer-ids      the end of the block of producer ids being handed out
   scram-credentials.json   SCRAM credentials set over the protocol (stored and server
                     keys, never passwords), readable by the owner only
+  client-quotas.json   client quotas set over the protocol (AlterClientQuotas)
   share-state.jsonl the share groups' share-partition state, one change per line
                     (storage/share_state.py); replayed and rewritten at start
   transactions.json after a clean stop: each transactional id's producer id, epoch,
@@ -71,6 +72,7 @@ from minibroker.protocol.sasl import ScramCredential
 from minibroker.state.cluster import ClusterState
 from minibroker.state.offset_store import CommittedOffset
 from minibroker.state.producers import PartitionProducers
+from minibroker.state.quotas import Entity, make_entity
 from minibroker.state.topics import Partition, Topic
 from minibroker.storage import checkpoint
 from minibroker.storage.open_files import (
@@ -96,6 +98,7 @@ log = logging.getLogger("minibroker.storage")
 LAYOUT_VERSION = 1
 PRODUCER_ID_BLOCK = 1000
 SCRAM_FILE = "scram-credentials.json"
+QUOTAS_FILE = "client-quotas.json"
 TRANSACTIONS_FILE = "transactions.json"
 STORAGE_ERROR_LOG_INTERVAL = 10.0  # seconds between the lines counting storage errors
 
@@ -170,6 +173,7 @@ class DataDir:
             self._load_offsets(state)
             self._load_producer_ids(state)
             self._load_scram_credentials(state)
+            self._load_client_quotas(state)
             self._share_state.load(state.share_partitions)
         except Exception:
             self.close()
@@ -179,6 +183,7 @@ class DataDir:
         state.groups.on_offsets = self._offsets_changed
         state.producer_ids.reserve = self._reserve_producer_ids
         state.credentials.on_scram_change = self._scram_changed
+        state.client_quotas.on_change = self._client_quotas_changed
         state.share_partitions.on_persist = self._share_state.changed
         state.storage = self
         self._load_transactions(state)
@@ -625,6 +630,28 @@ class DataDir:
             for user, mechanisms in altered.items()
         }
         replace_file(self.path / SCRAM_FILE, json.dumps(saved, indent=1).encode(), 0o600)
+
+    # --- client quotas set over the protocol ---
+
+    def _load_client_quotas(self, state: ClusterState) -> None:
+        path = self.path / QUOTAS_FILE
+        if not path.exists():
+            return
+        try:
+            saved = json.loads(path.read_text())
+            quotas = {
+                make_entity((str(t), None if n is None else str(n)) for t, n in item["entity"]): {
+                    str(key): float(value) for key, value in item["values"].items()
+                }
+                for item in saved
+            }
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise DataDirError(f"{path}: unreadable ({exc})") from None
+        state.client_quotas.restore(quotas)
+
+    def _client_quotas_changed(self, quotas: dict[Entity, dict[str, float]]) -> None:
+        saved = [{"entity": list(entity), "values": values} for entity, values in quotas.items()]
+        replace_file(self.path / QUOTAS_FILE, json.dumps(saved, indent=1).encode())
 
     # --- producer ids ---
 

@@ -45,6 +45,7 @@ EXPECTED_APIS |= {68, 69}  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
 EXPECTED_APIS |= {44, 76, 78, 79}  # IncrementalAlterConfigs; the share group's APIs
 EXPECTED_APIS |= {29, 30, 31}  # DescribeAcls, CreateAcls, DeleteAcls
 EXPECTED_APIS |= {50, 51}  # DescribeUserScramCredentials, AlterUserScramCredentials
+EXPECTED_APIS |= {48, 49}  # DescribeClientQuotas, AlterClientQuotas
 
 
 @pytest.fixture(scope="session")

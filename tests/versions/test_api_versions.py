@@ -609,6 +609,31 @@ def _probe_describe_user_scram_credentials(probe: Probe, version: int) -> None:
     ]
 
 
+def _probe_alter_client_quotas(probe: Probe, version: int) -> None:
+    user = f"quota-v{version}"
+    entity = [{"entity_type": "user", "entity_name": user}]
+    ops = [{"key": "request_percentage", "value": 1e6, "remove": False}]
+    answer = probe.exchange(
+        49, version, entries=[{"entity": entity, "ops": ops}], validate_only=False
+    )
+    assert [(e.error_code, e.entity[0].entity_name) for e in answer.entries] == [
+        (ErrorCode.none, user)
+    ]
+    component = {"entity_type": "user", "match_type": 0, "match": user}
+    described = probe.exchange(48, version, components=[component], strict=True)
+    assert [[(v.key, v.value) for v in e.values] for e in described.entries] == [
+        [("request_percentage", 1e6)]
+    ]
+    ops = [{"key": "request_percentage", "value": 0.0, "remove": True}]
+    probe.exchange(49, version, entries=[{"entity": entity, "ops": ops}], validate_only=False)
+
+
+def _probe_describe_client_quotas(probe: Probe, version: int) -> None:
+    component = {"entity_type": "user", "match_type": 0, "match": "nobody"}
+    answer = probe.exchange(48, version, components=[component], strict=False)
+    assert (answer.error_code, answer.entries) == (ErrorCode.none, ())
+
+
 def _probe_create_acls(probe: Probe, version: int) -> None:
     creation = {
         "resource_type": 2,
@@ -1208,6 +1233,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     43: _probe_elect_leaders,
     44: _probe_incremental_alter_configs,
     47: _probe_offset_delete,
+    48: _probe_describe_client_quotas,
+    49: _probe_alter_client_quotas,
     50: _probe_describe_user_scram_credentials,
     51: _probe_alter_user_scram_credentials,
     60: _probe_describe_cluster,

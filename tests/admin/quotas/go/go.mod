@@ -1,0 +1,8 @@
+module minibroker.test/quotas
+
+go 1.22
+
+require (
+	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go/pkg/kadm v1.19.0
+)
