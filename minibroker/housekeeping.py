@@ -3,10 +3,10 @@
 One per cluster, however many nodes serve it. It runs the group coordinators' timers
 (sessions, rebalance and revocation timeouts, offset retention), the transaction
 coordinator's (transaction timeouts), the completion of partition reassignments, log
-retention (state/retention.py) every log_retention_check_interval_ms and log compaction (state/compaction.py) every
-log_cleaner_backoff_ms. It sleeps until the earliest of them, and wakes early when a
-coordinator announces that its deadlines moved or the clock is advanced -- never on
-appends.
+retention (state/retention.py) every log_retention_check_interval_ms and log compaction
+(state/compaction.py) every log_cleaner_backoff_ms. It sleeps until the earliest of
+them, and wakes early when a coordinator announces that its deadlines moved or the clock
+is advanced -- never on appends.
 """
 
 from __future__ import annotations
