@@ -319,7 +319,10 @@ class ClusterState:
         if partition.leader != node_id:
             partition.leader = node_id
             partition.leader_epoch += 1
+            # Batches appended from now on carry the new epoch, as Kafka's leader stamps them.
+            partition.log.leader_epoch = partition.leader_epoch
             topic.encoded.clear()
+            self.topics.replicas_changed()
             self.announce(partition.log)  # waiting fetches learn it at once
 
     def _replicas_changed(self, topic: Topic) -> None:

@@ -82,6 +82,8 @@ class PartitionLog:
         self.size_bytes = 0
         self._open_transactions: dict[int, int] = {}  # producer id -> first offset
         self.aborted: list[AbortedTransaction] = []  # by marker offset
+        # The partition's leader epoch, stamped into the batches appended from now on.
+        self.leader_epoch = LEADER_EPOCH
 
     @property
     def high_watermark(self) -> int:
@@ -361,6 +363,9 @@ class MemoryLog(PartitionLog):
         self._batch_timestamps = array("q")  # each batch's own max timestamp
         self._positions = array("q")  # byte position of each batch since the log began
         self._end_position = 0  # byte position after the last batch
+        # Where each leader epoch after the first began: its first offset, and the epoch.
+        self._epoch_starts = array("q")
+        self._epochs = array("q")
 
     @property
     def batch_count(self) -> int:
@@ -376,8 +381,18 @@ class MemoryLog(PartitionLog):
     def _keep(
         self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
     ) -> None:
+        if self.leader_epoch != (self._epochs[-1] if self._epochs else LEADER_EPOCH):
+            self._epoch_starts.append(base_offset)
+            self._epochs.append(self.leader_epoch)
         self._batches.append(batch)
         self._index(header, base_offset, max_timestamp, len(batch))
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch the batch holding `offset` was appended in."""
+        if not self._epochs:
+            return LEADER_EPOCH
+        found = bisect.bisect_right(self._epoch_starts, offset) - 1
+        return self._epochs[found] if found >= 0 else LEADER_EPOCH
 
     def _index(
         self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
@@ -443,8 +458,9 @@ class MemoryLog(PartitionLog):
     def stored_batch(self, index: int) -> bytes:
         """Batch `index` as a fetch returns it: its base offset and leader epoch in the
         header (off the hot path)."""
+        base_offset = self._base_offsets[index]
         return records.with_base_offset(
-            self._batches[index], self._base_offsets[index], LEADER_EPOCH
+            self._batches[index], base_offset, self.epoch_at(base_offset)
         )
 
     def batches(self) -> list[bytes]:
@@ -506,9 +522,11 @@ class MemoryLog(PartitionLog):
         after_prefix = records.STORED_PREFIX.size
         length_of = records.LOG_OVERHEAD
         batches, base_offsets = self._batches, self._base_offsets
+        epoch_at = self.epoch_at if self._epochs else None
         for index in range(first, stop):
-            batch = batches[index]
-            pieces.append(pack_prefix(base_offsets[index], len(batch) - length_of, LEADER_EPOCH))
+            batch, base_offset = batches[index], base_offsets[index]
+            epoch = LEADER_EPOCH if epoch_at is None else epoch_at(base_offset)
+            pieces.append(pack_prefix(base_offset, len(batch) - length_of, epoch))
             pieces.append(memoryview(batch)[after_prefix:])
         return pieces, total
 

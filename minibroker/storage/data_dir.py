@@ -3,7 +3,8 @@
 Layout:
   meta.json         the layout version
   .lock             held (flock) while a broker uses the directory
-  topics.json       every topic: name, id, partition leaders and replicas, configs
+  topics.json       every topic: name, id, partition leaders, replicas and leader
+                    epochs, configs
   offsets.jsonl     committed offsets, one change per line; replayed and rewritten at start
   producer-ids      the end of the block of producer ids being handed out
   scram-credentials.json   SCRAM credentials set over the protocol (stored and server
@@ -410,6 +411,7 @@ class DataDir:
                 defaults=registry.defaults,
             )
             replica_lists = entry.get("replicas") or [[leader] for leader in entry["leaders"]]
+            epochs = entry.get("epochs") or [0] * len(entry["leaders"])
             for index, leader in enumerate(entry["leaders"]):
                 if leader not in node_ids:
                     leader = registry.next_leader()
@@ -417,6 +419,7 @@ class DataDir:
                 replicas = [r for r in replica_lists[index] if r in node_ids]
                 partition.replicas = replicas if leader in replicas else [*replicas, leader]
                 partition.isr = list(partition.replicas)
+                partition.leader_epoch = partition.log.leader_epoch = int(epochs[index])
                 topic.partitions.append(partition)
                 state.producer_ids.seen(
                     max((p.producer_id for p in partition.producers.active()), default=-1)
@@ -560,6 +563,7 @@ class DataDir:
                 "configs": topic.configs,
                 "leaders": [p.leader for p in topic.partitions],
                 "replicas": [p.replicas for p in topic.partitions],
+                "epochs": [p.leader_epoch for p in topic.partitions],
             }
             for topic in state.topics
         ]

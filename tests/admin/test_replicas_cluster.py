@@ -9,12 +9,15 @@ not `parity` tests; test_replicas_errors.py checks the refusals against Kafka.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import (
+    Consumer,
     ElectionType,
     KafkaError,
     KafkaException,
+    Producer,
     TopicCollection,
     TopicPartition,
 )
@@ -48,10 +51,12 @@ def mover(cluster: Cluster) -> Iterator[KafkaAdminClient]:
     client.close()
 
 
-def described(cluster: Cluster, topic: str) -> dict[int, tuple[int, int, list[int], list[int]]]:
-    """Partition -> (leader, leader epoch, replicas, ISR), as Metadata reports them (node
-    2, which the tests never stop)."""
-    with RawClient(cluster.bootstrap_servers.split(",")[2]) as client:
+def described(
+    cluster: Cluster, topic: str, node: int = 2
+) -> dict[int, tuple[int, int, list[int], list[int]]]:
+    """Partition -> (leader, leader epoch, replicas, ISR), as Metadata reports them (by
+    node 2 unless told: the tests never stop it)."""
+    with RawClient(cluster.bootstrap_servers.split(",")[node]) as client:
         return partitions_of(client, topic)
 
 
@@ -152,3 +157,49 @@ def test_preferred_election_and_stopped_nodes(cluster: Cluster, admin: AdminClie
     cluster.move_leader("elected", 0, 2)
     assert described(cluster, "elected")[0][:2] == (2, 3)
     assert elect() == KafkaError.NO_ERROR
+
+
+def test_batches_carry_the_leader_epoch_they_were_written_in(
+    cluster: Cluster, admin: AdminClient
+) -> None:
+    admin.create_topics([NewTopic("stamped", 1, replica_assignment=[[0, 1]])])["stamped"].result(
+        TIMEOUT
+    )
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+
+    def write(value: bytes) -> None:
+        producer.produce("stamped", value)
+        assert producer.flush(TIMEOUT) == 0
+
+    write(b"before")
+    cluster.move_leader("stamped", 0, 1)  # epoch 1
+    write(b"after")
+    assert stamped(cluster, "stamped", 2) == [(b"before", 0), (b"after", 1)]
+
+
+def stamped(cluster: Cluster, topic: str, count: int) -> list[tuple[bytes | None, int | None]]:
+    """The first `count` records of partition 0 with the leader epoch of their batch."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read: list[tuple[bytes | None, int | None]] = []
+        while len(read) < count:
+            message = consumer.poll(TIMEOUT)
+            assert message is not None and message.error() is None, message
+            read.append((message.value(), message.leader_epoch()))
+    finally:
+        consumer.close()
+    return read
+
+
+def test_replicas_and_epochs_survive_a_restart(tmp_path: Path) -> None:
+    with Cluster(brokers=2, data_dir=str(tmp_path)) as cluster:
+        cluster.create_topic("kept")
+        cluster.move_leader("kept", 0, 1)
+        cluster.move_leader("kept", 0, 0)  # replicas [0, 1], epoch 2
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+        producer.produce("kept", b"at-2")
+        assert producer.flush(TIMEOUT) == 0
+    with Cluster(brokers=2, data_dir=str(tmp_path)) as cluster:
+        assert described(cluster, "kept", node=1)[0] == (0, 2, [0, 1], [0, 1])
+        assert stamped(cluster, "kept", 1) == [(b"at-2", 2)]
