@@ -27,7 +27,7 @@ from kafka import TopicPartition as KafkaPythonPartition
 
 from harness.raw_client import RawClient
 from minibroker import Cluster
-from minibroker.testing.plugin import ClusterFactory
+from minibroker.state.clock import FakeClock
 from minibroker.testing.waiting import wait_for
 from tests.admin.replicas_raw import partitions_of
 
@@ -35,8 +35,10 @@ TIMEOUT = 10
 
 
 @pytest.fixture
-def cluster(kafka_cluster: ClusterFactory) -> Cluster:
-    return kafka_cluster(brokers=3)
+def cluster() -> Iterator[Cluster]:
+    # The broker's clock stands still: a move stays under way until the test advances it.
+    with Cluster(brokers=3, clock=FakeClock()) as running:
+        yield running
 
 
 @pytest.fixture
