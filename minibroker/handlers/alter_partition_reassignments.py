@@ -46,7 +46,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         allow_replication_factor_change=allow_change,
                     )
                 except TopicError as exc:
-                    code, message = error(exc.error_code), exc.message
+                    code, message = error(exc.error_code), exc.message or None
             partitions.append(
                 ctx.make(
                     "ReassignablePartitionResponse",

@@ -33,7 +33,7 @@ def _elect(ctx: RequestContext, preferred: bool, topic_name: str, index: int) ->
         code, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
     elif topic is None or not 0 <= index < len(topic.partitions):
         code = ErrorCode.unknown_topic_or_partition
-        message = f"{topic_name}-{index} does not exist"
+        message = f"No such partition as {topic_name}-{index}"
     elif not preferred:
         code, message = ErrorCode.election_not_needed, NOT_NEEDED_MESSAGE
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from minibroker.state.topic_errors import TopicError, quoted
+from minibroker.state.topic_errors import TopicError
 from minibroker.state.topics import Partition, Topic, TopicRegistry
 
 NO_REASSIGNMENT_IN_PROGRESS = 85
@@ -57,11 +57,15 @@ class ReplicaControl:
         self.ongoing: dict[tuple[str, int], Reassignment] = {}
 
     def _partition(self, topic_name: str, index: int) -> tuple[Topic, Partition]:
+        """The partition, or Kafka's UNKNOWN_TOPIC_OR_PARTITION (with its messages)."""
         topic = self.topics.get(topic_name)
-        if topic is None or not 0 <= index < len(topic.partitions):
+        if topic is None:
             raise TopicError(
-                UNKNOWN_TOPIC_OR_PARTITION,
-                f"The partition {quoted(topic_name)}-{index} does not exist.",
+                UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic_name}."
+            )
+        if not 0 <= index < len(topic.partitions):
+            raise TopicError(
+                UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic_name}:{index}."
             )
         return topic, topic.partitions[index]
 
@@ -81,10 +85,7 @@ class ReplicaControl:
         ongoing = self.ongoing.get(key)
         if target is None:
             if ongoing is None:
-                raise TopicError(
-                    NO_REASSIGNMENT_IN_PROGRESS,
-                    f"No reassignment is in progress for {quoted(topic_name)}-{index}.",
-                )
+                raise TopicError(NO_REASSIGNMENT_IN_PROGRESS, "")  # Kafka says no more
             self._finish(topic, partition, ongoing.original)
             return
         self.topics.check_replicas(target, None, index, require_running=False)
