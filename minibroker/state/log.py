@@ -82,8 +82,47 @@ class PartitionLog:
         self.size_bytes = 0
         self._open_transactions: dict[int, int] = {}  # producer id -> first offset
         self.aborted: list[AbortedTransaction] = []  # by marker offset
-        # The partition's leader epoch, stamped into the batches appended from now on.
-        self.leader_epoch = LEADER_EPOCH
+        # Kafka's leader epoch cache: each leader epoch and the offset where it began,
+        # both increasing; the last is the epoch stamped into new batches.
+        self._epoch_starts = array("q", [0])
+        self._epochs = array("q", [LEADER_EPOCH])
+
+    @property
+    def leader_epoch(self) -> int:
+        """The partition's leader epoch, stamped into the batches appended from now on."""
+        return self._epochs[-1]
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        self.begin_epoch(epoch, self.next_offset)
+
+    def begin_epoch(self, epoch: int, start: int) -> None:
+        """Leader epoch `epoch` begins at offset `start` (entries it supersedes go)."""
+        if epoch == self._epochs[-1]:
+            return
+        while self._epochs and (self._epochs[-1] >= epoch or self._epoch_starts[-1] >= start):
+            self._epochs.pop()
+            self._epoch_starts.pop()
+        self._epochs.append(epoch)
+        self._epoch_starts.append(start)
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch the batch holding `offset` was appended in."""
+        found = bisect.bisect_right(self._epoch_starts, offset) - 1
+        return self._epochs[found] if found >= 0 else LEADER_EPOCH
+
+    def epoch_end(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch's answer for `epoch`: the largest epoch at most `epoch`
+        and the offset where the next one began (the latest: the log end), as Kafka's
+        leader epoch cache answers; (-1, -1) for a later or negative epoch."""
+        latest = self._epochs[-1]
+        if epoch == latest:
+            return latest, self.next_offset
+        if epoch > latest or epoch < 0:
+            return -1, -1
+        higher = bisect.bisect_right(self._epochs, epoch)
+        floor = self._epochs[higher - 1] if higher > 0 else epoch
+        return floor, self._epoch_starts[higher]
 
     @property
     def high_watermark(self) -> int:
@@ -146,6 +185,7 @@ class PartitionLog:
         """Index a batch the store already holds at the end (recovery from segment
         files): its offsets, timestamps and transaction bookkeeping as append would
         have left them. `commit` tells a control batch's marker type."""
+        self.begin_epoch(header.partition_leader_epoch, header.base_offset)
         self._index(header, header.base_offset, header.max_timestamp, length)
         if header.is_control:
             first = self._open_transactions.pop(header.producer_id, None)
@@ -181,6 +221,7 @@ class PartitionLog:
             "size_bytes": self.size_bytes,
             "open_transactions": sorted(self._open_transactions.items()),
             "aborted": [[t.producer_id, t.first_offset, t.last_offset] for t in self.aborted],
+            "epochs": [list(pair) for pair in zip(self._epoch_starts, self._epochs, strict=True)],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -192,6 +233,7 @@ class PartitionLog:
             int(state["size_bytes"]),
             {int(p): int(f) for p, f in state["open_transactions"]},
             [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in state["aborted"]],
+            [(int(start), int(epoch)) for start, epoch in state.get("epochs") or [[0, 0]]],
         )
         (
             self.log_start_offset,
@@ -199,7 +241,10 @@ class PartitionLog:
             self.size_bytes,
             self._open_transactions,
             self.aborted,
+            epochs,
         ) = parsed
+        self._epoch_starts = array("q", [start for start, _ in epochs])
+        self._epochs = array("q", [epoch for _, epoch in epochs])
 
     def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
         """Stored batches from the one holding `offset`, up to `max_bytes` in total.
@@ -363,9 +408,6 @@ class MemoryLog(PartitionLog):
         self._batch_timestamps = array("q")  # each batch's own max timestamp
         self._positions = array("q")  # byte position of each batch since the log began
         self._end_position = 0  # byte position after the last batch
-        # Where each leader epoch after the first began: its first offset, and the epoch.
-        self._epoch_starts = array("q")
-        self._epochs = array("q")
 
     @property
     def batch_count(self) -> int:
@@ -381,18 +423,8 @@ class MemoryLog(PartitionLog):
     def _keep(
         self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
     ) -> None:
-        if self.leader_epoch != (self._epochs[-1] if self._epochs else LEADER_EPOCH):
-            self._epoch_starts.append(base_offset)
-            self._epochs.append(self.leader_epoch)
         self._batches.append(batch)
         self._index(header, base_offset, max_timestamp, len(batch))
-
-    def epoch_at(self, offset: int) -> int:
-        """The leader epoch the batch holding `offset` was appended in."""
-        if not self._epochs:
-            return LEADER_EPOCH
-        found = bisect.bisect_right(self._epoch_starts, offset) - 1
-        return self._epochs[found] if found >= 0 else LEADER_EPOCH
 
     def _index(
         self, header: BatchHeader, base_offset: int, max_timestamp: int, length: int
@@ -522,7 +554,7 @@ class MemoryLog(PartitionLog):
         after_prefix = records.STORED_PREFIX.size
         length_of = records.LOG_OVERHEAD
         batches, base_offsets = self._batches, self._base_offsets
-        epoch_at = self.epoch_at if self._epochs else None
+        epoch_at = self.epoch_at if len(self._epochs) > 1 else None
         for index in range(first, stop):
             batch, base_offset = batches[index], base_offsets[index]
             epoch = LEADER_EPOCH if epoch_at is None else epoch_at(base_offset)

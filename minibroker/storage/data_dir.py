@@ -419,7 +419,8 @@ class DataDir:
                 replicas = [r for r in replica_lists[index] if r in node_ids]
                 partition.replicas = replicas if leader in replicas else [*replicas, leader]
                 partition.isr = list(partition.replicas)
-                partition.leader_epoch = partition.log.leader_epoch = int(epochs[index])
+                epoch = max(int(epochs[index]), partition.log.leader_epoch)
+                partition.leader_epoch = partition.log.leader_epoch = epoch
                 topic.partitions.append(partition)
                 state.producer_ids.seen(
                     max((p.producer_id for p in partition.producers.active()), default=-1)

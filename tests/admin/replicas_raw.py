@@ -9,7 +9,8 @@ from typing import Any
 
 from harness.raw_client import RawClient, make
 
-METADATA, CREATE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS = 3, 19, 37, 43
+METADATA, CREATE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 3, 19, 23
+CREATE_PARTITIONS, ELECT_LEADERS = 37, 43
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 TIMEOUT = datetime.timedelta(seconds=10)
 
@@ -177,3 +178,31 @@ def elect_preferred(client: RawClient, name: str, *indexes: int) -> dict[int, in
         for r in answer.replica_election_results
         for p in r.partition_result
     }
+
+
+def epoch_end(client: RawClient, topic: str, epoch: int) -> tuple[int, int, int]:
+    """OffsetForLeaderEpoch v4 for partition 0: (error code, epoch, end offset)."""
+    wanted = make(
+        OFFSET_FOR_LEADER_EPOCH,
+        4,
+        "OffsetForLeaderPartition",
+        partition=0,
+        current_leader_epoch=-1,
+        leader_epoch=epoch,
+    )
+    answer = client.call(
+        OFFSET_FOR_LEADER_EPOCH,
+        4,
+        replica_id=-1,
+        topics=(
+            make(
+                OFFSET_FOR_LEADER_EPOCH,
+                4,
+                "OffsetForLeaderTopic",
+                topic=topic,
+                partitions=(wanted,),
+            ),
+        ),
+    )
+    [result] = answer.topics[0].partitions
+    return result.error_code.value, result.leader_epoch, result.end_offset

@@ -29,7 +29,7 @@ from harness.raw_client import RawClient
 from minibroker import Cluster
 from minibroker.state.clock import FakeClock
 from minibroker.testing.waiting import wait_for
-from tests.admin.replicas_raw import partitions_of
+from tests.admin.replicas_raw import epoch_end, partitions_of
 
 TIMEOUT = 10
 
@@ -177,6 +177,10 @@ def test_batches_carry_the_leader_epoch_they_were_written_in(
     cluster.move_leader("stamped", 0, 1)  # epoch 1
     write(b"after")
     assert stamped(cluster, "stamped", 2) == [(b"before", 0), (b"after", 1)]
+    # OffsetForLeaderEpoch: epoch 0 ended where epoch 1 began; epoch 1 runs to the end.
+    with RawClient(cluster.bootstrap_servers.split(",")[1]) as client:
+        answers = [epoch_end(client, "stamped", epoch) for epoch in (0, 1, 2)]
+    assert answers == [(0, 0, 1), (0, 1, 2), (0, -1, -1)]
 
 
 def stamped(cluster: Cluster, topic: str, count: int) -> list[tuple[bytes | None, int | None]]:
