@@ -97,6 +97,7 @@ def test_manual_assignments_place_partitions(cluster: Cluster, admin: AdminClien
         assert error is not None and error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, refused
     assert grow([[1, 0]]) is None
     assert described(cluster, "placed")[3] == (1, 0, [1, 0], [1, 0])
+    assert cluster.replicas("placed")[3] == ([1, 0], [1, 0])
     # DescribeTopicPartitions reports the same lists.
     [topic] = (
         admin.describe_topics(TopicCollection(["placed"]))["placed"].result(TIMEOUT).partitions[3:]
