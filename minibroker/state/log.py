@@ -111,6 +111,14 @@ class PartitionLog:
         found = bisect.bisect_right(self._epoch_starts, offset) - 1
         return self._epochs[found] if found >= 0 else LEADER_EPOCH
 
+    def _epoch_and_end(self, offset: int) -> tuple[int, int]:
+        """The epoch of the batch holding `offset`, and where the next epoch begins
+        (past the log end when none has)."""
+        found = bisect.bisect_right(self._epoch_starts, offset)
+        epoch = self._epochs[found - 1] if found > 0 else LEADER_EPOCH
+        starts = self._epoch_starts
+        return epoch, starts[found] if found < len(starts) else self.next_offset + 1
+
     def epoch_end(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch's answer for `epoch`: the largest epoch at most `epoch`
         and the offset where the next one began (the latest: the log end), as Kafka's
@@ -554,10 +562,12 @@ class MemoryLog(PartitionLog):
         after_prefix = records.STORED_PREFIX.size
         length_of = records.LOG_OVERHEAD
         batches, base_offsets = self._batches, self._base_offsets
-        epoch_at = self.epoch_at if len(self._epochs) > 1 else None
+        # The epoch of each batch: looked up again only where the next epoch begins.
+        epoch, next_epoch_at = self._epoch_and_end(base_offsets[first])
         for index in range(first, stop):
             batch, base_offset = batches[index], base_offsets[index]
-            epoch = LEADER_EPOCH if epoch_at is None else epoch_at(base_offset)
+            if base_offset >= next_epoch_at:
+                epoch, next_epoch_at = self._epoch_and_end(base_offset)
             pieces.append(pack_prefix(base_offset, len(batch) - length_of, epoch))
             pieces.append(memoryview(batch)[after_prefix:])
         return pieces, total
