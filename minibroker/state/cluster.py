@@ -314,15 +314,17 @@ class ClusterState:
             self._replicas_changed(topic)
         self._lead(topic, partition, node_id)
 
-    def _lead(self, topic: Topic, partition: Partition, node_id: int) -> None:
-        """`node_id` leads the partition from now on, at the next leader epoch."""
+    def _lead(self, topic: Topic, partition: Partition, node_id: int, *, keep: bool = True) -> None:
+        """`node_id` leads the partition from now on, at the next leader epoch (kept in
+        the data directory at once unless `keep` is false: the caller keeps them all)."""
         if partition.leader != node_id:
             partition.leader = node_id
             partition.leader_epoch += 1
             # Batches appended from now on carry the new epoch, as Kafka's leader stamps them.
             partition.log.leader_epoch = partition.leader_epoch
             topic.encoded.clear()
-            self.topics.replicas_changed()
+            if keep:
+                self.topics.replicas_changed()
             self.announce(partition.log)  # waiting fetches learn it at once
 
     def _replicas_changed(self, topic: Topic) -> None:
@@ -356,8 +358,12 @@ class ClusterState:
                 if partition.leader != node_id:
                     continue
                 if partition.isr:
-                    self._lead(topic, partition, partition.isr[0])
-                else:
-                    self.move_leader(topic.name, partition.index, running[turn % len(running)])
+                    self._lead(topic, partition, partition.isr[0], keep=False)
+                else:  # no other replica: a running node joins its replicas
+                    fallback = running[turn % len(running)]
+                    partition.replicas.append(fallback)
+                    partition.isr.append(fallback)
+                    self._lead(topic, partition, fallback, keep=False)
                     turn += 1
+        self.topics.replicas_changed()  # the new leaders and epochs, kept once
         self.announce(DEADLINES_MOVED)

@@ -138,7 +138,7 @@ class ReplicaControl:
                 self._sync_isr(partition)
                 changed = changed or before != partition.isr
             if changed:
-                self._replicas_changed(topic)
+                topic.encoded.clear()  # (ISRs are not kept: they follow the nodes)
 
     def next_deadline(self) -> float | None:
         return min((r.completes_at for r in self.ongoing.values()), default=None)
