@@ -83,9 +83,12 @@ class ReplicaControl:
         topic, partition = self._partition(topic_name, index)
         key = (topic_name, index)
         ongoing = self.ongoing.get(key)
+        if ongoing is not None and ongoing.topic_id != topic.topic_id:
+            del self.ongoing[key]  # a move of a deleted topic of the same name
+            ongoing = None
         if target is None:
             if ongoing is None:
-                raise TopicError(NO_REASSIGNMENT_IN_PROGRESS, "")  # Kafka says no more
+                raise TopicError(NO_REASSIGNMENT_IN_PROGRESS, "")  # Kafka sends no message
             self._finish(topic, partition, ongoing.original)
             return
         self.topics.check_replicas(target, None, index, require_running=False)
