@@ -1,8 +1,9 @@
 """`Cluster`: N broker nodes in one process sharing one cluster state.
 
 Each node listens on its own port. Partition leaders are spread over the nodes round
-robin, Metadata reports them truthfully, and a node asked for a partition it does not
-lead answers NOT_LEADER_OR_FOLLOWER, so clients exercise their routing for real.
+robin (each partition's replicas and ISR as docs/replicas.md says), Metadata reports them
+truthfully, and a node asked for a partition it does not lead answers
+NOT_LEADER_OR_FOLLOWER, so clients exercise their routing for real.
 
     async with Cluster(brokers=3) as cluster:     # on the current event loop
         ...
@@ -460,6 +461,19 @@ class Cluster(RunsInThread):
         def read() -> dict[int, int]:
             found = self.state.topics.get(topic)
             return {p.index: p.leader for p in found.partitions} if found else {}
+
+        return self._on_loop(read)
+
+    def replicas(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+        """Partition -> (its replicas, preferred leader first; those in sync)."""
+
+        def read() -> dict[int, tuple[list[int], list[int]]]:
+            found = self.state.topics.get(topic)
+            return (
+                {p.index: (list(p.replicas), list(p.isr)) for p in found.partitions}
+                if found
+                else {}
+            )
 
         return self._on_loop(read)
 

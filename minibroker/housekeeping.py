@@ -2,11 +2,11 @@
 
 One per cluster, however many nodes serve it. It runs the group coordinators' timers
 (sessions, rebalance and revocation timeouts, offset retention), the transaction
-coordinator's (transaction timeouts), log retention (state/retention.py) every
-log_retention_check_interval_ms and log compaction (state/compaction.py) every
-log_cleaner_backoff_ms. It sleeps until the earliest of them, and wakes early when a
-coordinator announces that its deadlines moved or the clock is advanced -- never on
-appends.
+coordinator's (transaction timeouts), the completion of partition reassignments, log
+retention (state/retention.py) every log_retention_check_interval_ms and log compaction
+(state/compaction.py) every log_cleaner_backoff_ms. It sleeps until the earliest of
+them, and wakes early when a coordinator announces that its deadlines moved or the clock
+is advanced -- never on appends.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ class Housekeeping:
                 self.cluster.share_groups.next_deadline(),
                 self.cluster.share_partitions.next_deadline(),
                 self.cluster.transactions.next_deadline(),
+                self.cluster.replicas.next_deadline(),
                 self._next_retention,
                 self._next_cleaning,
             )
@@ -111,4 +112,8 @@ class Housekeeping:
                 self.cluster.transactions.tick(clock.monotonic())
             except Exception:
                 log.exception("transaction coordinator tick failed")
+            try:
+                self.cluster.replicas.tick(clock.monotonic())
+            except Exception:
+                log.exception("partition reassignment tick failed")
             await asyncio.sleep(0)

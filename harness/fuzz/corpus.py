@@ -473,6 +473,11 @@ def _kp_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) 
             )
         steps.run("describe_cluster", lambda: admin.describe_cluster())
         steps.run("describe_topics", lambda: admin.describe_topics([name]))
+        moved = {TopicPartition(name, 0): [0]}  # onto the replica it has: node 0
+        steps.run(
+            "alter_partition_reassignments", partial(admin.alter_partition_reassignments, moved)
+        )
+        steps.run("list_partition_reassignments", lambda: admin.list_partition_reassignments())
         steps.run("delete_topics", lambda: admin.delete_topics([name]))
         steps.run("delete_groups", lambda: admin.delete_groups([group]))
     finally:
@@ -744,7 +749,12 @@ def _client_quotas(bootstrap: str, tag: str) -> None:
 
 
 def _ck_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) -> None:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+    from confluent_kafka import (
+        ConsumerGroupTopicPartitions,
+        ElectionType,
+        TopicCollection,
+        TopicPartition,
+    )
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         ConfigResource,
@@ -806,7 +816,16 @@ def _ck_admin(bootstrap: str, name: str, topic: str, group: str, steps: _Steps) 
         ),
     )
     steps.run("list_topics", lambda: admin.list_topics(timeout=wait))
-    steps.run("delete_topics", lambda: each(admin.delete_topics([name], request_timeout=wait)))
+    placed = NewTopic(f"{name}-placed", num_partitions=2, replica_assignment=[[0], [0]])
+    steps.run("create_topics assigned", lambda: each(admin.create_topics([placed])))
+    elected = [TopicPartition(placed.topic, 0)]
+    steps.run(
+        "elect_leaders", lambda: admin.elect_leaders(ElectionType.PREFERRED, elected).result(wait)
+    )
+    steps.run(
+        "delete_topics",
+        lambda: each(admin.delete_topics([name, placed.topic], request_timeout=wait)),
+    )
     steps.run(
         "delete_consumer_groups",
         lambda: each(admin.delete_consumer_groups([group], request_timeout=wait)),

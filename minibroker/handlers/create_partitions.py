@@ -3,7 +3,10 @@
 Grows a topic; the new count must be larger than the current one (INVALID_PARTITIONS).
 Growth beyond what one request may create (max_partitions_per_request) or the broker may
 hold (max_partitions_per_broker) is POLICY_VIOLATION.
-Not done: manual assignments of the new partitions (rejected with INVALID_REQUEST).
+Manual assignments place the new partitions on the brokers they name, one replica list
+per new partition, as many replicas as the topic's partitions have; Kafka's
+INVALID_REPLICA_ASSIGNMENT otherwise (an unknown broker, a broker named twice, a list
+too long or short, a missing list).
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         growth = wanted.count - len(existing.partitions) if existing is not None else 0
         if not ctx.allows(Operation.ALTER, ResourceType.TOPIC, wanted.name):
             code, message = ErrorCode.topic_authorization_failed, "Authorization failed."
-        elif wanted.assignments:
-            code, message = ErrorCode.invalid_request, "manual assignments are not supported"
         elif not allowance.take(growth):
             code, message = ErrorCode.policy_violation, allowance.refusal()
         else:
             try:
                 ctx.cluster.topics.add_partitions(
-                    wanted.name, wanted.count, validate_only=request.validate_only
+                    wanted.name,
+                    wanted.count,
+                    assignments=None
+                    if wanted.assignments is None
+                    else [a.broker_ids for a in wanted.assignments],
+                    validate_only=request.validate_only,
                 )
             except TopicError as exc:
                 code, message = error(exc.error_code), exc.message

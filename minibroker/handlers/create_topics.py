@@ -8,7 +8,9 @@ POLICY_VIOLATION with a message saying which limit. Topics are worked through
 TOPICS_PER_PIECE at a time, and other clients are served between pieces.
 Created topics (and those validate_only would create) carry, from v5, every topic
 config with its value and source, as Kafka's do: the Java Admin client reads them.
-Not done: manual replica assignments (rejected with INVALID_REQUEST).
+A manual replica assignment (num_partitions and replication_factor -1) places each
+partition on the brokers it names, checked as Kafka checks them
+(INVALID_REPLICA_ASSIGNMENT; INVALID_REQUEST when a count is given too).
 """
 
 from __future__ import annotations
@@ -143,17 +145,20 @@ def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
     for index, wanted in enumerate(request.topics):
         if index and not index % TOPICS_PER_PIECE:
             yield
-        partitions = (
-            wanted.num_partitions if wanted.num_partitions != -1 else cluster.config.num_partitions
-        )
-        replication = wanted.replication_factor if wanted.replication_factor != -1 else 1
+        assignments = [(a.partition_index, a.broker_ids) for a in wanted.assignments or ()]
+        if assignments:
+            # Counts come from the assignments (the registry refuses any given as well).
+            partitions, replication = len(assignments), len(assignments[0][1])
+        else:
+            partitions = (
+                wanted.num_partitions
+                if wanted.num_partitions != -1
+                else cluster.config.num_partitions
+            )
+            replication = wanted.replication_factor if wanted.replication_factor != -1 else 1
         if not may_create_topic(ctx, wanted.name):
             code = ErrorCode.topic_authorization_failed
             results.append(_result(ctx, wanted.name, code, "Authorization failed."))
-            continue
-        if wanted.assignments:
-            message = "manual replica assignments are not supported"
-            results.append(_result(ctx, wanted.name, ErrorCode.invalid_request, message))
             continue
         if not allowance.take(partitions):
             if ctx.version < FIRST_SPLICED_VERSION:
@@ -168,8 +173,9 @@ def _create(ctx: RequestContext, request: Any) -> Generator[None, None, Any]:
             asked = {c.name: c.value for c in wanted.configs}
             topic = cluster.topics.create(
                 wanted.name,
-                partitions,
-                replication_factor=replication,
+                wanted.num_partitions if assignments else partitions,
+                replication_factor=wanted.replication_factor if assignments else replication,
+                assignments=assignments,
                 configs=asked,
                 validate_only=request.validate_only,
             )

@@ -62,11 +62,11 @@ def _partitions(ctx: RequestContext, topic: Topic, start: int, limit: int) -> tu
             partition_index=p.index,
             leader_id=p.leader,
             leader_epoch=p.leader_epoch,
-            replica_nodes=(p.leader,),
-            isr_nodes=(p.leader,),
+            replica_nodes=tuple(p.replicas),
+            isr_nodes=tuple(p.isr),
             eligible_leader_replicas=(),
             last_known_elr=(),
-            offline_replicas=(),
+            offline_replicas=tuple(p.offline_replicas),
         )
         for p in topic.partitions[start : max(upper, start)]
     )

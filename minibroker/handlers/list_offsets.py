@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from minibroker.handlers._common import NO_THROTTLE, led_partition
 from minibroker.handlers.registry import RequestContext, api
-from minibroker.state.log import LEADER_EPOCH, CorruptBatch, PartitionLog
+from minibroker.state.log import CorruptBatch, PartitionLog
 
 LATEST = -1
 EARLIEST = -2
@@ -70,7 +70,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for wanted in wanted_topic.partitions or ():
             code = ErrorCode.none
-            offset = timestamp = -1
+            offset = timestamp = epoch = -1
             if named[wanted_topic.name, wanted.partition_index] > 1:
                 code = ErrorCode.invalid_request
             else:
@@ -82,6 +82,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         )
                     except CorruptBatch:  # logged by the log; as Fetch answers it
                         code = ErrorCode.corrupt_message
+                    # The epoch of the batch holding it (none found, none either).
+                    if code == ErrorCode.none and offset >= 0:
+                        epoch = partition.log.epoch_at(offset)
             partitions.append(
                 ctx.make(
                     "ListOffsetsPartitionResponse",
@@ -89,8 +92,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    # No offset found (a timestamp past the last record): no epoch either.
-                    leader_epoch=LEADER_EPOCH if code == ErrorCode.none and offset >= 0 else -1,
+                    leader_epoch=epoch,
                 )
             )
         topics.append(

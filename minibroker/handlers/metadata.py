@@ -43,9 +43,9 @@ def _topic_entry(ctx: RequestContext, topic: Topic, operations: int) -> Any:
             partition_index=p.index,
             leader_id=p.leader,
             leader_epoch=p.leader_epoch,
-            replica_nodes=(p.leader,),
-            isr_nodes=(p.leader,),
-            offline_replicas=(),
+            replica_nodes=tuple(p.replicas),
+            isr_nodes=tuple(p.isr),
+            offline_replicas=tuple(p.offline_replicas),
         )
         for p in topic.partitions
     )

@@ -1,9 +1,10 @@
 """OffsetForLeaderEpoch (key 23), versions 0-4 (0-1 through protocol/legacy.py).
 
 Clients ask for the end offset of a leader epoch to validate their position after a
-leader change (KIP-320, KIP-101). Every partition here has had one leader epoch (0,
-the one Metadata reports), so for epoch 0 the answer is the log end offset, and for
-any later epoch, Kafka's "undefined" answer (epoch -1, offset -1). A current leader
+leader change (KIP-320, KIP-101). The answer comes from the partition's leader epochs
+as Kafka's leader epoch cache gives it: for the current epoch, the log end offset; for an
+earlier one, the largest epoch up to it and the offset where the next began; for a later
+one, Kafka's "undefined" answer (epoch -1, offset -1). A current leader
 epoch (v2+) newer than the partition's is UNKNOWN_LEADER_EPOCH, an older one
 FENCED_LEADER_EPOCH; -1 skips that check. Unknown partitions are
 UNKNOWN_TOPIC_OR_PARTITION, partitions led elsewhere NOT_LEADER_OR_FOLLOWER.
@@ -39,8 +40,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     code = ErrorCode.unknown_leader_epoch
                 elif current != NO_CURRENT_EPOCH and current < partition.leader_epoch:
                     code = ErrorCode.fenced_leader_epoch
-                elif 0 <= wanted.leader_epoch <= partition.leader_epoch:
-                    epoch, end_offset = partition.leader_epoch, partition.log.next_offset
+                else:
+                    epoch, end_offset = partition.log.epoch_end(wanted.leader_epoch)
             partitions.append(
                 ctx.make(
                     "EpochEndOffset",

@@ -20,9 +20,10 @@ from minibroker.state.groups import GroupCoordinator, partition_for
 from minibroker.state.log import PartitionLog
 from minibroker.state.producers import ProducerIdAllocator
 from minibroker.state.quotas import ClientQuotas
+from minibroker.state.replicas import ReplicaControl
 from minibroker.state.share_groups import ShareGroupCoordinator
 from minibroker.state.share_partitions import SharePartitionStore, group_settings
-from minibroker.state.topics import TopicRegistry
+from minibroker.state.topics import Partition, Topic, TopicRegistry
 from minibroker.state.transactions import TransactionCoordinator
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -94,8 +95,18 @@ class ClusterState:
             max_acls=self.config.max_acls,
         )
         self.broker_configs = BrokerConfigs(self.config.broker_configs())
+        # Every node of the cluster, stopped ones too (replica lists may name them).
+        self.known_nodes: set[int] = set()
         self.topics = TopicRegistry(
-            lambda: list(self.nodes) or [0], self.config.max_partitions_per_broker
+            lambda: list(self.nodes) or [0],
+            self.config.max_partitions_per_broker,
+            known_ids=lambda: (self.known_nodes | set(self.nodes)) or {0},
+        )
+        self.replicas = ReplicaControl(
+            self.topics,
+            lambda: list(self.nodes) or [0],
+            self._lead,
+            self._replicas_changed,
         )
         self.broker_configs_changed()
         self.producer_ids = ProducerIdAllocator()
@@ -159,7 +170,10 @@ class ClusterState:
         return min(self.nodes) if self.nodes else 0
 
     def add_node(self, node: Node) -> None:
+        """A node runs (again): its replicas are back in sync."""
         self.nodes[node.node_id] = node
+        self.known_nodes.add(node.node_id)
+        self.replicas.nodes_changed()
 
     def broker_configs_changed(self) -> None:
         """Topic configs' defaults follow the broker configs (after a dynamic change)."""
@@ -295,18 +309,37 @@ class ClusterState:
 
     def move_leader(self, topic_name: str, index: int, node_id: int) -> None:
         """Partition `index` of `topic_name` is led by `node_id` from now on, at the next
-        leader epoch; its old leader answers NOT_LEADER_OR_FOLLOWER."""
+        leader epoch; its old leader answers NOT_LEADER_OR_FOLLOWER. A node that holds no
+        replica of it joins its replicas (at the end: the preferred leader stays)."""
         topic = self.topics.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             raise ValueError(f"no partition {topic_name}-{index}")
         if node_id not in self.nodes:
             raise ValueError(f"no running broker {node_id} (running: {sorted(self.nodes)})")
         partition = topic.partitions[index]
+        if node_id not in partition.replicas:
+            partition.replicas.append(node_id)
+            partition.isr.append(node_id)
+            self._replicas_changed(topic)
+        self._lead(topic, partition, node_id)
+
+    def _lead(self, topic: Topic, partition: Partition, node_id: int, *, keep: bool = True) -> None:
+        """`node_id` leads the partition from now on, at the next leader epoch (kept in
+        the data directory at once unless `keep` is false: the caller keeps them all)."""
         if partition.leader != node_id:
             partition.leader = node_id
             partition.leader_epoch += 1
+            # Batches appended from now on carry the new epoch, as Kafka's leader stamps them.
+            partition.log.leader_epoch = partition.leader_epoch
             topic.encoded.clear()
+            if keep:
+                self.topics.replicas_changed()
             self.announce(partition.log)  # waiting fetches learn it at once
+
+    def _replicas_changed(self, topic: Topic) -> None:
+        topic.encoded.clear()
+        self.topics.replicas_changed()
+        self.announce(DEADLINES_MOVED)  # a reassignment's completion may be due
 
     def move_coordinator(self, group_id: str, node_id: int) -> None:
         """Group `group_id` is coordinated by `node_id` from now on (its state moves with
@@ -317,9 +350,11 @@ class ClusterState:
         self.announce(group_key(group_id))
 
     def node_stopped(self, node_id: int) -> None:
-        """A node went down: it leaves the metadata, and the partitions and groups it led
-        fail over to the running nodes (as replicas would take over; the data is kept)."""
+        """A node went down: it leaves the metadata and the ISRs, and the partitions it
+        led fail over to the next replica in sync, else (no other replica) to a running
+        node, which joins the replicas (the data is kept); its groups move too."""
         self.nodes.pop(node_id, None)
+        self.replicas.nodes_changed()
         running = sorted(self.nodes)
         if not running:
             return  # nothing to fail over to: the partitions wait for it
@@ -329,7 +364,15 @@ class ClusterState:
         turn = 0
         for topic in self.topics:
             for partition in topic.partitions:
-                if partition.leader == node_id:
-                    self.move_leader(topic.name, partition.index, running[turn % len(running)])
+                if partition.leader != node_id:
+                    continue
+                if partition.isr:
+                    self._lead(topic, partition, partition.isr[0], keep=False)
+                else:  # no other replica: a running node joins its replicas
+                    fallback = running[turn % len(running)]
+                    partition.replicas.append(fallback)
+                    partition.isr.append(fallback)
+                    self._lead(topic, partition, fallback, keep=False)
                     turn += 1
+        self.topics.replicas_changed()  # the new leaders and epochs, kept once
         self.announce(DEADLINES_MOVED)

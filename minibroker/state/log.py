@@ -82,6 +82,55 @@ class PartitionLog:
         self.size_bytes = 0
         self._open_transactions: dict[int, int] = {}  # producer id -> first offset
         self.aborted: list[AbortedTransaction] = []  # by marker offset
+        # Kafka's leader epoch cache: each leader epoch and the offset where it began,
+        # both increasing; the last is the epoch stamped into new batches.
+        self._epoch_starts = array("q", [0])
+        self._epochs = array("q", [LEADER_EPOCH])
+
+    @property
+    def leader_epoch(self) -> int:
+        """The partition's leader epoch, stamped into the batches appended from now on."""
+        return self._epochs[-1]
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        self.begin_epoch(epoch, self.next_offset)
+
+    def begin_epoch(self, epoch: int, start: int) -> None:
+        """Leader epoch `epoch` begins at offset `start` (entries it supersedes go)."""
+        if epoch == self._epochs[-1]:
+            return
+        while self._epochs and (self._epochs[-1] >= epoch or self._epoch_starts[-1] >= start):
+            self._epochs.pop()
+            self._epoch_starts.pop()
+        self._epochs.append(epoch)
+        self._epoch_starts.append(start)
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch the batch holding `offset` was appended in."""
+        found = bisect.bisect_right(self._epoch_starts, offset) - 1
+        return self._epochs[found] if found >= 0 else LEADER_EPOCH
+
+    def _epoch_and_end(self, offset: int) -> tuple[int, int]:
+        """The epoch of the batch holding `offset`, and where the next epoch begins
+        (past the log end when none has)."""
+        found = bisect.bisect_right(self._epoch_starts, offset)
+        epoch = self._epochs[found - 1] if found > 0 else LEADER_EPOCH
+        starts = self._epoch_starts
+        return epoch, starts[found] if found < len(starts) else self.next_offset + 1
+
+    def epoch_end(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch's answer for `epoch`: the largest epoch at most `epoch`
+        and the offset where the next one began (the latest: the log end), as Kafka's
+        leader epoch cache answers; (-1, -1) for a later or negative epoch."""
+        latest = self._epochs[-1]
+        if epoch == latest:
+            return latest, self.next_offset
+        if epoch > latest or epoch < 0:
+            return -1, -1
+        higher = bisect.bisect_right(self._epochs, epoch)
+        floor = self._epochs[higher - 1] if higher > 0 else epoch
+        return floor, self._epoch_starts[higher]
 
     @property
     def high_watermark(self) -> int:
@@ -144,6 +193,7 @@ class PartitionLog:
         """Index a batch the store already holds at the end (recovery from segment
         files): its offsets, timestamps and transaction bookkeeping as append would
         have left them. `commit` tells a control batch's marker type."""
+        self.begin_epoch(header.partition_leader_epoch, header.base_offset)
         self._index(header, header.base_offset, header.max_timestamp, length)
         if header.is_control:
             first = self._open_transactions.pop(header.producer_id, None)
@@ -179,6 +229,7 @@ class PartitionLog:
             "size_bytes": self.size_bytes,
             "open_transactions": sorted(self._open_transactions.items()),
             "aborted": [[t.producer_id, t.first_offset, t.last_offset] for t in self.aborted],
+            "epochs": [list(pair) for pair in zip(self._epoch_starts, self._epochs, strict=True)],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -190,6 +241,7 @@ class PartitionLog:
             int(state["size_bytes"]),
             {int(p): int(f) for p, f in state["open_transactions"]},
             [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in state["aborted"]],
+            [(int(start), int(epoch)) for start, epoch in state.get("epochs") or [[0, 0]]],
         )
         (
             self.log_start_offset,
@@ -197,7 +249,10 @@ class PartitionLog:
             self.size_bytes,
             self._open_transactions,
             self.aborted,
+            epochs,
         ) = parsed
+        self._epoch_starts = array("q", [start for start, _ in epochs])
+        self._epochs = array("q", [epoch for _, epoch in epochs])
 
     def read(self, offset: int, max_bytes: int, *, allow_oversized_first: bool = True) -> bytes:
         """Stored batches from the one holding `offset`, up to `max_bytes` in total.
@@ -443,8 +498,9 @@ class MemoryLog(PartitionLog):
     def stored_batch(self, index: int) -> bytes:
         """Batch `index` as a fetch returns it: its base offset and leader epoch in the
         header (off the hot path)."""
+        base_offset = self._base_offsets[index]
         return records.with_base_offset(
-            self._batches[index], self._base_offsets[index], LEADER_EPOCH
+            self._batches[index], base_offset, self.epoch_at(base_offset)
         )
 
     def batches(self) -> list[bytes]:
@@ -506,9 +562,13 @@ class MemoryLog(PartitionLog):
         after_prefix = records.STORED_PREFIX.size
         length_of = records.LOG_OVERHEAD
         batches, base_offsets = self._batches, self._base_offsets
+        # The epoch of each batch: looked up again only where the next epoch begins.
+        epoch, next_epoch_at = self._epoch_and_end(base_offsets[first])
         for index in range(first, stop):
-            batch = batches[index]
-            pieces.append(pack_prefix(base_offsets[index], len(batch) - length_of, LEADER_EPOCH))
+            batch, base_offset = batches[index], base_offsets[index]
+            if base_offset >= next_epoch_at:
+                epoch, next_epoch_at = self._epoch_and_end(base_offset)
+            pieces.append(pack_prefix(base_offset, len(batch) - length_of, epoch))
             pieces.append(memoryview(batch)[after_prefix:])
         return pieces, total
 

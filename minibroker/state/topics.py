@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,9 @@ from minibroker.state.topic_configs import (
 )
 from minibroker.state.topic_errors import (
     INVALID_PARTITIONS,
+    INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR,
+    INVALID_REQUEST,
     INVALID_TOPIC_EXCEPTION,
     POLICY_VIOLATION,
     TOPIC_ALREADY_EXISTS,
@@ -41,6 +43,24 @@ class Partition:
     # Compaction (state/compaction.py): the offset the last cleaning reached, Kafka's
     # cleaner checkpoint; what lies after it is dirty.
     cleaned_offset: int = 0
+    # The nodes holding a copy, the preferred leader first (one log in this process
+    # serves them all), and those of them in sync: the replicas on running nodes.
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    # A reassignment under way (state/replicas.py): the replicas it adds and removes.
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.replicas:
+            self.replicas = [self.leader]
+        if not self.isr:
+            self.isr = list(self.replicas)
+
+    @property
+    def offline_replicas(self) -> list[int]:
+        """Replicas on stopped nodes (out of the ISR: every running one is in sync)."""
+        return [r for r in self.replicas if r not in self.isr]
 
 
 @dataclass(slots=True)
@@ -111,13 +131,15 @@ def validate_topic_name(name: str) -> None:
 
 
 class TopicRegistry:
-    """All topics of the cluster; leaders are spread over the brokers round robin."""
+    """All topics of the cluster; leaders are spread over the brokers round robin, each
+    partition's other replicas on the nodes after its leader's."""
 
     def __init__(
         self,
         broker_ids: Callable[[], list[int]],
         max_partitions_per_broker: int = 100_000,
         defaults: Mapping[str, str] | None = None,
+        known_ids: Callable[[], Collection[int]] | None = None,
     ) -> None:
         # Topic configs' defaults on this broker: Kafka's, but for those the broker's
         # configs give (max.message.bytes from message.max.bytes). One dict shared by
@@ -128,13 +150,19 @@ class TopicRegistry:
         self.default_sources: dict[str, int] = {}
         self.default_synonyms: dict[str, tuple[tuple[str, str | None, int], ...]] = {}
         self.defaults_key: tuple[object, ...] = ()
+        # The running nodes, and every node of the cluster (stopped ones too): replica
+        # lists may name any of them.
         self._broker_ids = broker_ids
+        self._known_ids = known_ids or broker_ids
         self.max_partitions_per_broker = max_partitions_per_broker
         self.partition_count = 0
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._leader_cursor = 0
         self.on_change: list[Callable[[], None]] = []
+        # Called when a partition's replicas, ISR or leader changed (a data directory
+        # keeps the replica lists).
+        self.on_replicas_change: list[Callable[[], None]] = []
         # Makes each new partition's log (a data directory puts a segment store behind it).
         self.new_log: Callable[[Topic, int], PartitionLog] = lambda topic, index: MemoryLog()
         self.set_defaults(defaults or {})
@@ -175,25 +203,27 @@ class TopicRegistry:
         self._leader_cursor += 1
         return leader
 
-    def create(
-        self,
-        name: str,
-        partitions: int,
-        *,
-        replication_factor: int = 1,
-        configs: Mapping[str, str | None] | None = None,
-        internal: bool = False,
-        validate_only: bool = False,
-    ) -> Topic | None:
-        validate_topic_name(name)
-        if name in self._topics:
-            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {quoted(name)} already exists")
-        if partitions <= 0:
-            raise TopicError(INVALID_PARTITIONS, f"partition count must be positive: {partitions}")
-        if partitions > 100_000:
-            raise TopicError(
-                INVALID_PARTITIONS, f"{partitions} partitions is over the 100000 limit"
-            )
+    def place(self, replication_factor: int) -> list[int]:
+        """Replicas for a new partition: leaders round robin over the running nodes, the
+        other replicas on the nodes after the leader's."""
+        ids = sorted(self._broker_ids())
+        start = ids.index(self.next_leader())
+        return [ids[(start + k) % len(ids)] for k in range(replication_factor)]
+
+    def new_partition(self, topic: Topic, index: int, replicas: Sequence[int]) -> Partition:
+        """Partition `index` of `topic` on `replicas`, led by the first running one."""
+        running = set(self._broker_ids())
+        isr = [r for r in replicas if r in running]
+        leader = isr[0] if isr else replicas[0]
+        return Partition(
+            index=index,
+            leader=leader,
+            log=self.new_log(topic, index),
+            replicas=list(replicas),
+            isr=isr,
+        )
+
+    def _check_replication_factor(self, replication_factor: int) -> None:
         broker_count = len(self._broker_ids())
         if replication_factor <= 0 or replication_factor > broker_count:
             raise TopicError(
@@ -201,6 +231,119 @@ class TopicRegistry:
                 f"replication factor {replication_factor} is not within 1..{broker_count} "
                 "(the number of brokers)",
             )
+
+    def check_replicas(
+        self,
+        replicas: Sequence[int],
+        replication_factor: int | None,
+        index: int,
+        *,
+        require_running: bool = True,
+    ) -> None:
+        """Kafka's checks of a replica list given by a client (INVALID_REPLICA_ASSIGNMENT):
+        not empty, known brokers, each once, as many as the other partitions' (when
+        `replication_factor` is given), at least one of them running (for a new
+        partition)."""
+        if not replicas:
+            raise TopicError(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        known = self._known_ids()
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in known:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.",
+                )
+            if broker == previous:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+            previous = broker
+        if replication_factor is not None and len(replicas) != replication_factor:
+            raise TopicError(
+                INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{replication_factor} replica(s).",
+            )
+        running = set(self._broker_ids())
+        if require_running and not any(r in running for r in replicas):
+            raise TopicError(
+                INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition "
+                f"{index} are fenced or in controlled shutdown.",
+            )
+
+    def _manual_assignments(
+        self,
+        partitions: int,
+        replication_factor: int,
+        assignments: Sequence[tuple[int, Sequence[int]]],
+    ) -> list[Sequence[int]]:
+        """The replica list of each partition of a topic created with manual assignments
+        (CreateTopics), checked as Kafka checks them."""
+        if replication_factor != -1:
+            raise TopicError(
+                INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was "
+                "not set to -1.",
+            )
+        if partitions != -1:
+            raise TopicError(
+                INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        placed: dict[int, Sequence[int]] = {}
+        factor: int | None = None
+        for index, replicas in assignments:
+            if index in placed:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"Found multiple manual partition assignments for partition {index}",
+                )
+            self.check_replicas(replicas, factor, index)
+            factor = len(replicas)
+            placed[index] = replicas
+        if any(i not in placed for i in range(len(placed))):
+            raise TopicError(
+                INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return [placed[i] for i in range(len(placed))]
+
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        *,
+        replication_factor: int = 1,
+        assignments: Sequence[tuple[int, Sequence[int]]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        internal: bool = False,
+        validate_only: bool = False,
+    ) -> Topic | None:
+        """A new topic; with `assignments` ((partition, replicas) pairs, as CreateTopics
+        gives them) `partitions` and `replication_factor` must be -1."""
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {quoted(name)} already exists")
+        manual = None
+        if assignments:
+            manual = self._manual_assignments(partitions, replication_factor, assignments)
+            partitions = len(manual)
+        if partitions <= 0:
+            raise TopicError(INVALID_PARTITIONS, f"partition count must be positive: {partitions}")
+        if partitions > 100_000:
+            raise TopicError(
+                INVALID_PARTITIONS, f"{partitions} partitions is over the 100000 limit"
+            )
+        if manual is None:
+            self._check_replication_factor(replication_factor)
         checked = validate_topic_configs(configs or {}, self.defaults)
         self._check_room(partitions)
         if validate_only:
@@ -214,7 +357,9 @@ class TopicRegistry:
             defaults=self.defaults,
         )
         topic.partitions.extend(
-            Partition(index=i, leader=self.next_leader(), log=self.new_log(topic, i))
+            self.new_partition(
+                topic, i, manual[i] if manual is not None else self.place(replication_factor)
+            )
             for i in range(partitions)
         )
         self.restore(topic)
@@ -236,7 +381,17 @@ class TopicRegistry:
         self._changed()
         return topic
 
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    def add_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow topic `name` to `count` partitions; the new ones on `assignments` (one
+        replica list each, as CreatePartitions gives them) or placed as new topics' are,
+        with as many replicas as partition 0."""
         topic = self._topics.get(name)
         if topic is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {quoted(name)} does not exist")
@@ -249,12 +404,28 @@ class TopicRegistry:
             )
         if count > 100_000:
             raise TopicError(INVALID_PARTITIONS, f"{count} partitions is over the 100000 limit")
+        factor = len(topic.partitions[0].replicas) - len(topic.partitions[0].adding)
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {count - current} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.",
+                )
+            for offset, replicas in enumerate(assignments):
+                self.check_replicas(replicas, factor, current + offset)
+        else:
+            self._check_replication_factor(factor)
         self._check_room(count - current)
         if validate_only:
             return
         self.partition_count += count - current
         topic.partitions.extend(
-            Partition(index=i, leader=self.next_leader(), log=self.new_log(topic, i))
+            self.new_partition(
+                topic,
+                i,
+                assignments[i - current] if assignments is not None else self.place(factor),
+            )
             for i in range(current, count)
         )
         self._changed()
@@ -297,6 +468,10 @@ class TopicRegistry:
                 f"(max_partitions_per_broker={self.max_partitions_per_broker}; "
                 f"{self.partition_count} exist)",
             )
+
+    def replicas_changed(self) -> None:
+        for callback in self.on_replicas_change:
+            callback()
 
     def _changed(self) -> None:
         for callback in self.on_change:

@@ -3,7 +3,8 @@
 Layout:
   meta.json         the layout version
   .lock             held (flock) while a broker uses the directory
-  topics.json       every topic: name, id, partition leaders, configs
+  topics.json       every topic: name, id, partition leaders, replicas and leader
+                    epochs, configs
   offsets.jsonl     committed offsets, one change per line; replayed and rewritten at start
   producer-ids      the end of the block of producer ids being handed out
   scram-credentials.json   SCRAM credentials set over the protocol (stored and server
@@ -180,6 +181,7 @@ class DataDir:
             raise
         state.topics.new_log = self._new_log
         state.topics.on_change.append(self._topics_changed)
+        state.topics.on_replicas_change.append(self._topics_changed)
         state.groups.on_offsets = self._offsets_changed
         state.producer_ids.reserve = self._reserve_producer_ids
         state.credentials.on_scram_change = self._scram_changed
@@ -413,10 +415,17 @@ class DataDir:
                 internal=bool(entry.get("internal", False)),
                 defaults=registry.defaults,
             )
+            replica_lists = entry.get("replicas") or [[leader] for leader in entry["leaders"]]
+            epochs = entry.get("epochs") or [0] * len(entry["leaders"])
             for index, leader in enumerate(entry["leaders"]):
                 if leader not in node_ids:
                     leader = registry.next_leader()
                 partition = self._recover_partition(topic, index, leader, now_ms)
+                replicas = [r for r in replica_lists[index] if r in node_ids]
+                partition.replicas = replicas if leader in replicas else [*replicas, leader]
+                partition.isr = list(partition.replicas)
+                epoch = max(int(epochs[index]), partition.log.leader_epoch)
+                partition.leader_epoch = partition.log.leader_epoch = epoch
                 topic.partitions.append(partition)
                 state.producer_ids.seen(
                     max((p.producer_id for p in partition.producers.active()), default=-1)
@@ -559,6 +568,8 @@ class DataDir:
                 "internal": topic.internal,
                 "configs": topic.configs,
                 "leaders": [p.leader for p in topic.partitions],
+                "replicas": [p.replicas for p in topic.partitions],
+                "epochs": [p.leader_epoch for p in topic.partitions],
             }
             for topic in state.topics
         ]

@@ -170,7 +170,7 @@ class SegmentedLog(PartitionLog):
     def _keep(
         self, header: BatchHeader, batch: bytes | memoryview, base_offset: int, max_timestamp: int
     ) -> None:
-        self.store.append(base_offset, batch, self._end_position)
+        self.store.append(base_offset, batch, self._end_position, self.leader_epoch)
         if self.store.active_start == self._end_position:
             self._segment_starts = True
             if self._end_position > self._first_position:

@@ -42,6 +42,7 @@ import contextlib
 import errno
 import mmap
 import os
+import re
 import shutil
 import struct
 from collections.abc import Callable, Sequence
@@ -154,7 +155,7 @@ def good_batch(
     if (
         header.batch_length < _MIN_BATCH - records.LOG_OVERHEAD
         or end > size
-        or header.partition_leader_epoch != LEADER_EPOCH
+        or header.partition_leader_epoch < 0
         or header.magic != 2
         or header.base_offset < next_offset
         or header.last_offset_delta < 0
@@ -165,9 +166,10 @@ def good_batch(
     return header
 
 
-# What every stored batch holds at bytes 12-16: the leader epoch this broker stamps, then
-# magic 2. A search for the next good batch after a bad one only checks where it occurs.
-_EPOCH_AND_MAGIC = LEADER_EPOCH.to_bytes(4, "big", signed=True) + b"\x02"
+# What every stored batch holds at bytes 12-17: the leader epoch it was appended in (not
+# negative, and far below 2**24), then magic 2. A search for the next good batch after a
+# bad one only checks where such bytes occur.
+_EPOCH_AND_MAGIC = re.compile(rb"\x00[\x00-\xff]{3}\x02", re.DOTALL)
 _EPOCH_AT = 12
 
 
@@ -180,11 +182,11 @@ def next_good(
         return declared, header
     data = view.obj if isinstance(view.obj, mmap.mmap) else view.tobytes()
     at = bad + 1 + _EPOCH_AT
-    while (found := data.find(_EPOCH_AND_MAGIC, at)) >= 0:
-        candidate = found - _EPOCH_AT
-        if header := good_batch(view, candidate, next_offset, ceiling):
+    while (match := _EPOCH_AND_MAGIC.search(data, at)) is not None:
+        candidate = match.start() - _EPOCH_AT
+        if candidate >= 0 and (header := good_batch(view, candidate, next_offset, ceiling)):
             return candidate, header
-        at = found + 1
+        at = match.start() + 1
     return None
 
 
@@ -206,7 +208,7 @@ def first_bad(view: memoryview, next_offset: int = 0) -> tuple[int, int] | None:
         if (
             length < _MIN_BATCH - records.LOG_OVERHEAD
             or end > size
-            or epoch != LEADER_EPOCH
+            or epoch < 0
             or magic != 2
             or base_offset < next_offset
             or delta < 0
@@ -395,7 +397,13 @@ class SegmentStore:
         segment = self._segments[index]
         return segment.path, position - segment.start, segment.start + segment.size
 
-    def append(self, base_offset: int, batch: bytes | memoryview, position: int) -> None:
+    def append(
+        self,
+        base_offset: int,
+        batch: bytes | memoryview,
+        position: int,
+        leader_epoch: int = LEADER_EPOCH,
+    ) -> None:
         segments = self._segments
         if not segments or self._full(segments[-1], len(batch)):
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -410,7 +418,7 @@ class SegmentStore:
         except OSError as exc:
             raise _naming(exc, active.path) from None
         prefix = records.STORED_PREFIX.pack(
-            base_offset, len(batch) - records.LOG_OVERHEAD, LEADER_EPOCH
+            base_offset, len(batch) - records.LOG_OVERHEAD, leader_epoch
         )
         rest = memoryview(batch)[records.STORED_PREFIX.size :]
         try:

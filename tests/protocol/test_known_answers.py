@@ -324,6 +324,8 @@ NEWER_THAN_3_9 = {(0, 12), (2, 10), (3, 13), (15, 6), (26, 5), (28, 5), (60, 2),
 NEWER_THAN_3_9 |= {(76, 1), (77, 1), (90, 0), (90, 1), (91, 0), (92, 0)}
 # Share groups' APIs: Kafka 3.9 defined only their early-access v0, which 4.x removed.
 NEWER_THAN_3_9 |= {(78, 1), (78, 2), (79, 1), (79, 2)}
+# AlterPartitionReassignments v1 (allow_replication_factor_change, Kafka 4.1).
+NEWER_THAN_3_9 |= {(45, 1)}
 
 _PRIMITIVES = {
     "bool",

@@ -1154,6 +1154,23 @@ def _probe_elect_leaders(probe: Probe, version: int) -> None:
     ]
 
 
+def _probe_alter_partition_reassignments(probe: Probe, version: int) -> None:
+    # Onto the replica it has (node 0): accepted, nothing to move.
+    answer = probe.exchange(
+        45,
+        version,
+        timeout=5_000,
+        topics=[{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [0]}]}],
+    )
+    [topic] = answer.responses
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, ErrorCode.none)]
+
+
+def _probe_list_partition_reassignments(probe: Probe, version: int) -> None:
+    answer = probe.exchange(46, version, timeout=5_000, topics=None)
+    assert (answer.error_code, answer.topics) == (ErrorCode.none, ())
+
+
 def _probe_incremental_alter_configs(probe: Probe, version: int) -> None:
     resource = {
         "resource_type": TOPIC_RESOURCE,
@@ -1232,6 +1249,8 @@ PROBES: dict[int, Callable[[Probe, int], None]] = {
     42: _probe_delete_groups,
     43: _probe_elect_leaders,
     44: _probe_incremental_alter_configs,
+    45: _probe_alter_partition_reassignments,
+    46: _probe_list_partition_reassignments,
     47: _probe_offset_delete,
     48: _probe_describe_client_quotas,
     49: _probe_alter_client_quotas,
