@@ -4,6 +4,7 @@ reassignment APIs, answered as (code, message) per topic or partition."""
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,9 @@ TIMEOUT = datetime.timedelta(seconds=10)
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR = 0, 3, 38
 INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST = 39, 42
 PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED, NO_REASSIGNMENT_IN_PROGRESS = 80, 84, 85
+
+
+METADATA_WAIT_SECONDS = 10.0
 
 
 def metadata(client: RawClient, names: Sequence[str] = ()) -> Any:
@@ -38,8 +42,13 @@ def node_ids(client: RawClient) -> list[int]:
 
 
 def partitions_of(client: RawClient, name: str) -> dict[int, tuple[int, int, list[int], list[int]]]:
-    """Partition -> (leader, leader epoch, replicas, ISR), from Metadata."""
+    """Partition -> (leader, leader epoch, replicas, ISR), from Metadata. Kafka may answer
+    for a topic it has just created before its metadata has the topic: wait for it."""
+    deadline = time.monotonic() + METADATA_WAIT_SECONDS
     [topic] = metadata(client, [name]).topics
+    while not topic.partitions and time.monotonic() < deadline:
+        time.sleep(0.05)
+        [topic] = metadata(client, [name]).topics
     return {
         p.partition_index: (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
         for p in topic.partitions
