@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from minibroker import Broker, Cluster
+from minibroker.state.clock import FakeClock
 from minibroker.testing.real_kafka import RealKafka, unavailable_reason
 from tests.admin.test_oauth_bearer import KAFKA_OAUTH_SETTINGS, SCOPE
 from tests.interop.test_client_matrix import Built, Driver
@@ -34,6 +36,7 @@ from tests.interop.test_client_matrix import Built, Driver
 DRIVER = Driver("kafkajs-admin", "node", "../admin/node", "admin.cjs")
 RUN_TIMEOUT = 60  # each scenario has a bound of its own inside (25 s)
 TIMEOUT = 20.0
+MOVE_SECONDS = 5.0  # longer than a move that adds a replica stays under way
 MISSING = 999  # no broker has this id
 CONFIG = "log.cleaner.delete.retention.ms"  # a per-broker dynamic config; Kafka's default 1 day
 DAY_MS = "86400000"
@@ -83,7 +86,7 @@ def brokers(pytestconfig: pytest.Config, kafka_backend: str) -> Iterator[Brokers
             sasl_enabled_mechanisms="OAUTHBEARER",
             sasl_oauthbearer_required_scope=SCOPE,
         ) as single,
-        Cluster(brokers=3) as cluster,
+        Cluster(brokers=3, clock=FakeClock()) as cluster,
     ):
         yield Brokers(
             single.bootstrap_servers_for("PLAINTEXT"),
@@ -135,20 +138,43 @@ def reports(
     """scenario name -> (its settings, the driver's report on it)."""
     command = Built(tmp_path_factory).command(DRIVER)
     scenarios = _scenarios(brokers)
-    settings = tmp_path_factory.mktemp("kafkajs-admin") / "scenarios.json"
+    work = tmp_path_factory.mktemp("kafkajs-admin")
+    settings = work / "scenarios.json"
     settings.write_text(json.dumps({"scenarios": scenarios}))
-    done = subprocess.run(
-        [*command, str(settings)], capture_output=True, text=True, timeout=RUN_TIMEOUT
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    with (work / "stdout").open("w+") as stdout, (work / "stderr").open("w+") as stderr:
+        driver = subprocess.Popen([*command, str(settings)], stdout=stdout, stderr=stderr)
+        try:
+            _complete_the_move_once_listed(brokers.cluster, driver)
+            driver.wait(RUN_TIMEOUT)
+        finally:
+            driver.kill()
+        stdout.seek(0)
+        stderr.seek(0)
+        output, errors = stdout.read(), stderr.read()
+    assert driver.returncode == 0, errors[-4000:]
     found = {}
-    for line in done.stdout.splitlines():
+    for line in output.splitlines():
         if line.startswith("{"):
             report = json.loads(line)
             found[report["scenario"]] = report
     by_name = {s["name"]: s for s in scenarios}
-    assert set(found) == set(by_name), done.stderr[-4000:]
+    assert set(found) == set(by_name), errors[-4000:]
     return {name: (by_name[name], found[name]) for name in by_name}
+
+
+def _complete_the_move_once_listed(
+    cluster: Cluster | None, driver: subprocess.Popen[bytes]
+) -> None:
+    """The cluster's clock stands still, so the move the driver starts stays under way
+    until the driver has listed it; then a step of the clock completes it."""
+    if cluster is None:
+        return
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while driver.poll() is None and time.monotonic() < deadline:
+        if any(r.api == "ListPartitionReassignments" for r in cluster.recent_requests()):
+            cluster.clock.advance(MOVE_SECONDS)
+            return
+        time.sleep(0.05)
 
 
 def _served(reports: dict[str, tuple[Report, dict[str, Any]]], name: str) -> tuple[Report, Any]:

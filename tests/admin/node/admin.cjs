@@ -40,7 +40,8 @@ function client(scenario, role, sasl) {
     connectionTimeout: CALL_MS,
     authenticationTimeout: CALL_MS,
     requestTimeout: CALL_MS,
-    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 500 },
+    // Kafka applies a change through its metadata log: a call just after may retry.
+    retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1000 },
     logLevel: logLevel.WARN,
     logCreator,
     sasl,
@@ -106,23 +107,27 @@ const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 async function reassign(scenario, data) {
   await withAdmin(scenario, async admin => {
     const { topic, assignment, target, missing } = scenario
+    data.step = 'create'
     await admin.createTopics({ topics: [{ topic, replicaAssignment: placement(assignment) }] })
+    data.step = 'alter'
     await admin.alterPartitionReassignments({
       topics: [{ topic, partitionAssignment: placement(target) }],
     })
     // What is listed while the move is under way, then nothing once it is done.
     data.listed = []
+    data.step = 'list'
     for (;;) {
       const { topics } = await admin.listPartitionReassignments({
         topics: [{ topic, partitions: target.map(([partition]) => partition) }],
       })
-      const moving = topics.flatMap(t => t.partitions.map(p => [t.topic, p]))
+      const moving = topics.flatMap(t => t.partitions.map(p => [t.name, p]))
       if (moving.length === 0) break
       if (data.listed.length === 0) data.listed = moving
       await sleep(200)
     }
     // Kafka's metadata catches up with a finished move a moment later.
     const wanted = JSON.stringify(target.map(([, replicas]) => replicas))
+    data.step = 'metadata'
     for (;;) {
       data.partitions = await partitions(admin, topic)
       const now = target.map(([partition]) => data.partitions[partition][1])
