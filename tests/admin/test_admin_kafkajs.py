@@ -50,6 +50,7 @@ SOURCES = {
 }
 
 Report = dict[str, Any]
+Reports = dict[str, tuple[Report, Report]]  # scenario name -> (its settings, its report)
 CREATE_ERROR, REASSIGN_ERROR = "KafkaJSCreateTopicError", "KafkaJSAlterPartitionReassignmentsError"
 
 
@@ -108,7 +109,7 @@ def _scenarios(brokers: Brokers) -> list[dict[str, Any]]:
         {"name": "reassign-1", "kind": "reassign", **one, "topic": topic("reassign"),
          "assignment": [[0, [node]]], "target": [[0, [node]]]},
         {"name": "configs-1", "kind": "configs", "bootstrap": brokers.single, "node": node,
-         "name_": CONFIG, "value": "1000"},
+         "config": CONFIG, "value": "1000"},
         {"name": "oauth", "kind": "oauth", "bootstrap": brokers.oauth, "topic": topic("oauth"),
          "subject": "alice", "scope": SCOPE},
         {"name": "oauth-no-scope", "kind": "oauth", "bootstrap": brokers.oauth,
@@ -123,18 +124,13 @@ def _scenarios(brokers: Brokers) -> list[dict[str, Any]]:
             {"name": "reassign-3", "kind": "reassign", **three, "topic": topic("reassign"),
              "assignment": [[0, [first, second]]], "target": [[0, [third, second]]]},
             {"name": "configs-3", "kind": "configs", "bootstrap": three["bootstrap"],
-             "node": second, "other": first, "name_": CONFIG, "value": "1000"},
+             "node": second, "other": first, "config": CONFIG, "value": "1000"},
         ]  # fmt: skip
-    for scenario in scenarios:  # `name` is the scenario's: the config's travels as `config`
-        if "name_" in scenario:
-            scenario["config"] = scenario.pop("name_")
     return scenarios
 
 
 @pytest.fixture(scope="module")
-def reports(
-    brokers: Brokers, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, tuple[Report, dict[str, Any]]]:
+def reports(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> Reports:
     """scenario name -> (its settings, the driver's report on it)."""
     command = Built(tmp_path_factory).command(DRIVER)
     scenarios = _scenarios(brokers)
@@ -177,13 +173,13 @@ def _complete_the_move_once_listed(
         time.sleep(0.05)
 
 
-def _served(reports: dict[str, tuple[Report, dict[str, Any]]], name: str) -> tuple[Report, Any]:
+def _served(reports: Reports, name: str) -> tuple[Report, Any]:
     scenario, report = reports[name]
-    assert report["ok"], report["error"]
+    assert report["ok"], (report["error"], report["data"])
     return scenario, report["data"]
 
 
-def _three_nodes(reports: dict[str, tuple[Report, dict[str, Any]]], name: str) -> None:
+def _three_nodes(reports: Reports, name: str) -> None:
     if name not in reports:
         pytest.skip("needs three nodes: one-node Kafka cannot place a partition on several")
 
@@ -200,7 +196,7 @@ def _refused_as_invalid_replica_assignment(refused: dict[str, Any] | None, kind:
 
 
 @pytest.mark.parity
-def test_kafkajs_places_partitions_by_hand_on_one_node(reports: Any) -> None:
+def test_kafkajs_places_partitions_by_hand_on_one_node(reports: Reports) -> None:
     scenario, data = _served(reports, "assign-1")
     node = scenario["assignment"][0][1][0]
     assert data["created"] is True
@@ -209,7 +205,7 @@ def test_kafkajs_places_partitions_by_hand_on_one_node(reports: Any) -> None:
     _refused_as_invalid_replica_assignment(data["refused"], CREATE_ERROR)
 
 
-def test_kafkajs_places_partitions_by_hand_on_three_nodes(reports: Any) -> None:
+def test_kafkajs_places_partitions_by_hand_on_three_nodes(reports: Reports) -> None:
     _three_nodes(reports, "assign-3")
     scenario, data = _served(reports, "assign-3")
     [(_, zero), (_, one)] = scenario["assignment"]
@@ -227,7 +223,7 @@ def test_kafkajs_places_partitions_by_hand_on_three_nodes(reports: Any) -> None:
 
 @pytest.mark.parity
 def test_kafkajs_reassigns_onto_a_partitions_own_replicas_and_is_refused_a_missing_one(
-    reports: Any,
+    reports: Reports,
 ) -> None:
     """One node: a move onto the replicas the partition has is done at once, nothing is
     listed; a move onto a broker that does not exist is Kafka's refusal."""
@@ -238,7 +234,7 @@ def test_kafkajs_reassigns_onto_a_partitions_own_replicas_and_is_refused_a_missi
     _refused_as_invalid_replica_assignment(data["refused"], REASSIGN_ERROR)
 
 
-def test_kafkajs_moves_a_partition_on_three_nodes(reports: Any) -> None:
+def test_kafkajs_moves_a_partition_on_three_nodes(reports: Reports) -> None:
     """[first, second] -> [third, second]: listed under way (the target replicas, then the
     one leaving), then on its target replicas, led by the first of them (its leader left)."""
     _three_nodes(reports, "reassign-3")
@@ -270,7 +266,7 @@ def _shown(described: list[Any]) -> tuple[str, str, list[tuple[str, str, str]]]:
 
 
 @pytest.mark.parity
-def test_kafkajs_sets_and_reads_a_brokers_config_by_node_id(reports: Any) -> None:
+def test_kafkajs_sets_and_reads_a_brokers_config_by_node_id(reports: Reports) -> None:
     _, data = _served(reports, "configs-1")
     assert [r["errorCode"] for r in data["altered"]["resources"]] == [0]
     assert _shown(data["node"]) == (
@@ -286,7 +282,7 @@ def test_kafkajs_sets_and_reads_a_brokers_config_by_node_id(reports: Any) -> Non
     )
 
 
-def test_kafkajs_keeps_each_nodes_config_on_three_nodes(reports: Any) -> None:
+def test_kafkajs_keeps_each_nodes_config_on_three_nodes(reports: Reports) -> None:
     """kafkajs sends a BROKER resource to the node it names: the second node keeps its own
     value, the first does not see it."""
     _three_nodes(reports, "configs-3")
@@ -326,7 +322,7 @@ def _topics(brokers: Brokers) -> set[str]:
 
 
 @pytest.mark.parity
-def test_kafkajs_signs_in_with_an_unsecured_token(reports: Any, brokers: Brokers) -> None:
+def test_kafkajs_signs_in_with_an_unsecured_token(reports: Reports, brokers: Brokers) -> None:
     scenario, data = _served(reports, "oauth")
     # the record sent is in the topic created, both signed in with the token
     assert data["offsets"] == [{"partition": 0, "offset": "1", "high": "1", "low": "0"}]
@@ -335,7 +331,7 @@ def test_kafkajs_signs_in_with_an_unsecured_token(reports: Any, brokers: Brokers
 
 @pytest.mark.parity
 def test_kafkajs_with_a_token_without_the_required_scope_is_refused(
-    reports: Any, brokers: Brokers
+    reports: Reports, brokers: Brokers
 ) -> None:
     """The broker answers the token with Kafka's challenge (insufficient_scope) and waits
     for the client's acknowledgement before failing the sign-in; kafkajs reads the

@@ -17,7 +17,8 @@
 //     JWS token (alg none) carrying `scope`: create the topic, send one record, read the
 //     topic's high watermark; or the refusal.
 // Prints to stdout, one JSON object a line:
-// {"scenario": NAME, "ok": bool, "error": {name, type, message, errors?} or null, "data": {...}}.
+// {"scenario": NAME, "ok": bool, "error": {name, type, message, errors?} or null, "data": {...},
+//  "seconds": n}.
 'use strict'
 
 const fs = require('fs')
@@ -67,6 +68,8 @@ async function refusal(call) {
   }
 }
 
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+
 const placement = pairs => pairs.map(([partition, replicas]) => ({ partition, replicas }))
 
 // partition -> [leader, replicas, isr], as fetchTopicMetadata reports them.
@@ -75,6 +78,25 @@ async function partitions(admin, topic) {
   const placed = {}
   for (const p of topics[0].partitions) placed[p.partitionId] = [p.leader, p.replicas, p.isr]
   return placed
+}
+
+// createTopics, then its partitions' leaders. kafkajs's own wait (waitForLeaders) gives
+// up on UNKNOWN_TOPIC_OR_PARTITION, which Kafka answers until its metadata has the topic.
+async function create(admin, topics) {
+  const created = await admin.createTopics({ topics, waitForLeaders: false })
+  for (const { topic } of topics) {
+    for (;;) {
+      try {
+        const placed = await partitions(admin, topic)
+        if (Object.values(placed).every(([leader]) => leader >= 0)) break
+      } catch (error) {
+        const cause = error.originalError || error
+        if (cause.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error
+      }
+      await sleep(100)
+    }
+  }
+  return created
 }
 
 async function withAdmin(scenario, run, sasl) {
@@ -90,9 +112,7 @@ async function withAdmin(scenario, run, sasl) {
 async function assign(scenario, data) {
   await withAdmin(scenario, async admin => {
     const { topic, assignment, missing } = scenario
-    data.created = await admin.createTopics({
-      topics: [{ topic, replicaAssignment: placement(assignment) }],
-    })
+    data.created = await create(admin, [{ topic, replicaAssignment: placement(assignment) }])
     data.partitions = await partitions(admin, topic)
     data.refused = await refusal(() =>
       admin.createTopics({
@@ -102,13 +122,11 @@ async function assign(scenario, data) {
   })
 }
 
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
-
 async function reassign(scenario, data) {
   await withAdmin(scenario, async admin => {
     const { topic, assignment, target, missing } = scenario
     data.step = 'create'
-    await admin.createTopics({ topics: [{ topic, replicaAssignment: placement(assignment) }] })
+    await create(admin, [{ topic, replicaAssignment: placement(assignment) }])
     data.step = 'alter'
     await admin.alterPartitionReassignments({
       topics: [{ topic, partitionAssignment: placement(target) }],
@@ -204,7 +222,7 @@ async function oauth(scenario, data) {
   await withAdmin(
     scenario,
     async admin => {
-      await admin.createTopics({ topics: [{ topic, numPartitions: 1 }] })
+      await create(admin, [{ topic, numPartitions: 1 }])
       const producer = client(scenario, 'producer', sasl).producer()
       await producer.connect()
       try {
@@ -230,6 +248,7 @@ function bounded(promise, ms, what) {
 
 async function run(scenario) {
   const data = {}
+  const started = Date.now()
   let error = null
   try {
     await bounded(KINDS[scenario.kind](scenario, data), SCENARIO_MS, scenario.name)
@@ -237,7 +256,13 @@ async function run(scenario) {
     error = described(e)
   }
   process.stdout.write(
-    `${JSON.stringify({ scenario: scenario.name, ok: error === null, error, data })}\n`
+    `${JSON.stringify({
+      scenario: scenario.name,
+      ok: error === null,
+      error,
+      data,
+      seconds: (Date.now() - started) / 1000,
+    })}\n`
   )
 }
 
