@@ -309,7 +309,7 @@ def test_kafkajs_asks_for_no_authorized_operations() -> None:
 def test_kafkajs_has_no_client_quota_api() -> None:
     pytest.skip(
         "kafkajs 2.2.4's admin API has no DescribeClientQuotas / AlterClientQuotas call "
-        "(the quota scenarios run with the Java Admin, confluent-kafka and kadm)"
+        "(the quota scenarios run with the Java Admin and franz-go's kadm)"
     )
 
 
