@@ -8,7 +8,7 @@ reports. Runs against Apache Kafka too (`parity`)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 from confluent_kafka import Consumer
@@ -39,29 +39,19 @@ CLUSTER_OPERATIONS = sorted(
 GROUP_OPERATIONS = sorted(["READ", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"])
 
 
-def joined(bootstrap: str, topic: str, group: str, protocol: str) -> Consumer:
+def join(closing: ExitStack, bootstrap: str, topic: str, group: str, protocol: str) -> None:
+    """A member in `group`, assigned its partitions; closed when `closing` closes."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol}
     )
+    closing.callback(consumer.close)
     consumer.subscribe([topic])
     wait_for(lambda: consumer.poll(0.2) is None and bool(consumer.assignment()), timeout=30)
-    return consumer
 
 
-@pytest.fixture
-def consumers() -> Iterator[list[Consumer]]:
-    """Group members the test joins, closed after it."""
-    joined_consumers: list[Consumer] = []
-    yield joined_consumers
-    for consumer in joined_consumers:
-        consumer.close()
-
-
-def check_java(
-    drivers: AdminDrivers, bootstrap: str, topic: str, consumers: list[Consumer]
-) -> None:
+def check_java(drivers: AdminDrivers, bootstrap: str, topic: str, closing: ExitStack) -> None:
     group = f"java-ops-{uuid.uuid4().hex[:8]}"
-    consumers.append(joined(bootstrap, topic, group, "classic"))
+    join(closing, bootstrap, topic, group, "classic")
     [answer] = drivers.json_steps(JAVA, bootstrap, f"ops:{topic}:{group}")
     assert answer["topic"] == TOPIC_OPERATIONS
     assert answer["topic_unasked"] is None
@@ -69,12 +59,10 @@ def check_java(
     assert answer["group"] == GROUP_OPERATIONS
 
 
-def check_franz_go(
-    drivers: AdminDrivers, bootstrap: str, topic: str, consumers: list[Consumer]
-) -> None:
+def check_franz_go(drivers: AdminDrivers, bootstrap: str, topic: str, closing: ExitStack) -> None:
     classic, modern, share = (f"{kind}-{uuid.uuid4().hex[:8]}" for kind in "cms")
-    consumers.append(joined(bootstrap, topic, classic, "classic"))
-    consumers.append(joined(bootstrap, topic, modern, "consumer"))
+    join(closing, bootstrap, topic, classic, "classic")
+    join(closing, bootstrap, topic, modern, "consumer")
     with RawClient(bootstrap, timeout=30) as client:
         joined_share = client.call(
             SHARE_GROUP_HEARTBEAT,
@@ -111,11 +99,11 @@ def test_admin_client_reads_authorized_operations(
     admin_drivers: AdminDrivers,
     kafka_broker: KafkaService,
     kafka_topic: TopicFactory,
-    consumers: list[Consumer],
     pytestconfig: pytest.Config,
     client: str,
 ) -> None:
     # Kafka 3.9 supports READ, DESCRIBE and DELETE on groups (group configs came in 4.0)
     # and has no share groups.
     skip_before_kafka_4(pytestconfig)
-    CHECKS[client](admin_drivers, kafka_broker.bootstrap_servers, kafka_topic(), consumers)
+    with ExitStack() as closing:
+        CHECKS[client](admin_drivers, kafka_broker.bootstrap_servers, kafka_topic(), closing)

@@ -54,32 +54,37 @@ func brokers(node string) []int32 {
 	return []int32{int32(id)}
 }
 
+// putOperations puts the operations the answer read into the line, unless it failed.
+func putOperations(line map[string]any, err error, operations func() []kadm.ACLOperation) error {
+	if err != nil {
+		return err
+	}
+	line["operations"] = operationNames(operations())
+	return nil
+}
+
 func runStep(ctx context.Context, admin *kadm.Client, step []string, line map[string]any) error {
 	switch step[0] {
 	case "topic":
 		metadata, err := admin.Metadata(kadm.WithAuthorizedOps(ctx), step[1])
-		if err != nil {
-			return err
-		}
-		line["operations"] = operationNames(metadata.Topics[step[1]].AuthorizedOperations)
+		return putOperations(line, err, func() []kadm.ACLOperation {
+			return metadata.Topics[step[1]].AuthorizedOperations
+		})
 	case "group":
 		described, err := admin.DescribeGroups(ctx, step[1])
-		if err != nil {
-			return err
-		}
-		line["operations"] = operationNames(described[step[1]].AuthorizedOperations)
+		return putOperations(line, err, func() []kadm.ACLOperation {
+			return described[step[1]].AuthorizedOperations
+		})
 	case "consumer":
 		described, err := admin.DescribeConsumerGroups(ctx, step[1])
-		if err != nil {
-			return err
-		}
-		line["operations"] = operationNames(described[step[1]].AuthorizedOperations)
+		return putOperations(line, err, func() []kadm.ACLOperation {
+			return described[step[1]].AuthorizedOperations
+		})
 	case "share":
 		described, err := admin.DescribeShareGroups(ctx, step[1])
-		if err != nil {
-			return err
-		}
-		line["operations"] = operationNames(described[step[1]].AuthorizedOperations)
+		return putOperations(line, err, func() []kadm.ACLOperation {
+			return described[step[1]].AuthorizedOperations
+		})
 	case "set":
 		value := step[3]
 		change := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: step[2], Value: &value}}
