@@ -15,7 +15,6 @@ import pytest
 
 from harness.raw_client import RawClient
 from minibroker.testing.plugin import KafkaService, unique_topic_name
-from minibroker.testing.waiting import wait_for
 from tests.admin.replicas_raw import (
     ELECTION_NOT_NEEDED,
     INVALID_REPLICA_ASSIGNMENT,
@@ -53,8 +52,7 @@ def test_create_topics_refuses_bad_manual_assignments(kafka_broker: KafkaService
         assert refused({0: [node]}, partitions=1) == (INVALID_REQUEST, True)
         name = unique_topic_name()
         assert create_topic(client, name, {0: [node], 1: [node]}) == (NONE, None)
-        # Kafka answers CreateTopics before its metadata lists the new partitions.
-        described = wait_for(lambda: partitions_of(client, name), describe=f"{name}'s partitions")
+        described = partitions_of(client, name)
         assert {index: replicas for index, (_, _, replicas, _) in described.items()} == {
             0: [node],
             1: [node],
