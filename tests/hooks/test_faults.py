@@ -119,7 +119,10 @@ def test_a_request_never_answered_times_out_and_the_client_reconnects(
 ) -> None:
     topic = kafka_topic()
     rule = kafka_faults.add("Produce", topic=topic, drop=True, times=1)
-    producer = idempotent_producer(kafka_broker, **{"request.timeout.ms": 1500})
+    # librdkafka times a request out in flight after socket.timeout.ms (60 s by default)
+    producer = idempotent_producer(
+        kafka_broker, **{"request.timeout.ms": 1500, "socket.timeout.ms": 1500}
+    )
     reports = produce_all(producer, topic, 3)
     assert [err for err, _ in reports] == [None] * 3
     assert rule.acted == 1 and rule.hits >= 2  # the dropped request, then its retry
