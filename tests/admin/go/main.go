@@ -10,6 +10,8 @@
 //	describe:NODE:NAME    DescribeConfigs of broker NODE ("" cluster-wide): one config
 //	quotas:USER:CLIENT    client quotas set, described, refused and removed (text lines)
 //	replicas:TOPIC        a partition placed by hand, moved, listed, cancelled, elected
+//	signin:TOPIC:TOKEN    a client of its own signs in with SASL/OAUTHBEARER and the
+//	                      token given, creates TOPIC and produces one record to it
 //
 // Each step but quotas prints one JSON line. The build copies tests/interop/go/common
 // next to this file; this program only names itself for it.
@@ -30,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 )
 
 const program = "admin"
@@ -136,6 +139,8 @@ func main() {
 			}
 		case "replicas":
 			emit(replicas(client, admin, step[1]))
+		case "signin":
+			emit(signIn(os.Args[1], arg, step[1], step[2]))
 		default:
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			line := map[string]any{"step": arg}
@@ -146,6 +151,38 @@ func main() {
 			emit(line)
 		}
 	}
+}
+
+// signIn signs in with OAUTHBEARER on a client of its own, creates the topic and
+// produces one record to it: "value" says it did, "error" why not.
+func signIn(bootstrap, arg, topic, token string) map[string]any {
+	line := map[string]any{"step": arg}
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
+		kgo.ClientID(program),
+		kgo.SASL(oauth.Auth{Token: token}.AsMechanism()),
+		kgo.AllowAutoTopicCreation(),
+	)
+	if err != nil {
+		line["error"] = err.Error()
+		return line
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created, err := kadm.NewClient(client).CreateTopic(ctx, 1, 1, nil, topic)
+	if err == nil {
+		err = created.Err
+	}
+	if err == nil {
+		err = client.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("signed-in")}).FirstErr()
+	}
+	if err != nil {
+		line["error"] = err.Error()
+		return line
+	}
+	line["value"] = "signed-in"
+	return line
 }
 
 func emit(line map[string]any) {
