@@ -465,6 +465,9 @@ def test_the_proxy_command_refuses_a_bad_upstream() -> None:
     assert "--upstream: 'nowhere' is not HOST:PORT" in done.stderr
 
 
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 3, 5, 6
+
+
 @pytest.mark.parity
 def test_the_proxy_serves_and_records_any_kafka(
     kafka_broker: KafkaService, kafka_topic: Callable[..., str]
@@ -503,4 +506,8 @@ def test_the_proxy_serves_and_records_any_kafka(
             for t in e.response["responses"]
             for p in t["partition_responses"]
         ]
-        assert produced and set(produced) == {0}
+        # Kafka may refuse a first Produce while a topic just created gets its leader
+        # (the client retries it); minibroker's topics have their leader at once.
+        settling = {UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER}
+        allowed = {0} if isinstance(kafka_broker, Broker) else {0, *settling}
+        assert 0 in produced and set(produced) <= allowed, produced
