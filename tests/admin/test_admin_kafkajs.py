@@ -29,8 +29,8 @@ from confluent_kafka.admin import AdminClient
 
 from minibroker import Broker, Cluster
 from minibroker.state.clock import FakeClock
-from minibroker.testing.real_kafka import RealKafka, unavailable_reason
-from tests.admin.test_oauth_bearer import KAFKA_OAUTH_SETTINGS, SCOPE
+from minibroker.testing.real_kafka import RealKafka
+from tests.admin.conftest import SCOPE
 from tests.interop.test_client_matrix import Built, Driver
 
 DRIVER = Driver("kafkajs-admin", "node", "../admin/node", "admin.cjs")
@@ -66,18 +66,10 @@ class Brokers:
 
 
 @pytest.fixture(scope="module")
-def brokers(pytestconfig: pytest.Config, kafka_backend: str) -> Iterator[Brokers]:
+def brokers(request: pytest.FixtureRequest, kafka_backend: str) -> Iterator[Brokers]:
     if kafka_backend == "kafka-jvm":
-        line = str(
-            pytestconfig.getoption("kafka_jvm_version") or pytestconfig.getini("kafka_jvm_version")
-        )
-        missing = unavailable_reason(line)
-        if missing is not None:
-            pytest.fail(f"--kafka-backend=kafka-jvm: {missing}")
-        with RealKafka(
-            line, settings=KAFKA_OAUTH_SETTINGS, extra_listener="SASL_PLAINTEXT"
-        ) as kafka:
-            yield Brokers(kafka.bootstrap_servers, 1, kafka.extra_bootstrap_servers, None)
+        kafka: RealKafka = request.getfixturevalue("kafka_with_oauth")
+        yield Brokers(kafka.bootstrap_servers, 1, kafka.extra_bootstrap_servers, None)
         return
     if kafka_backend != "embedded":
         pytest.skip("needs brokers whose listeners the test configures")

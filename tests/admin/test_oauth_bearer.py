@@ -21,38 +21,21 @@ from kio.schema.errors import ErrorCode
 from harness.raw_client import RawClient, metadata_request
 from minibroker import Broker
 from minibroker.testing import jvm
-from minibroker.testing.real_kafka import RealKafka, unavailable_reason
+from minibroker.testing.real_kafka import RealKafka
+from tests.admin.conftest import SCOPE
 from tests.admin.drivers import FRANZ_GO, AdminDrivers
 from tests.interop.test_client_matrix import Built, Driver
 
 HANDSHAKE, AUTHENTICATE, METADATA = 17, 36, 3
-SCOPE = "kafka"
 TIMEOUT = 20.0
-# Kafka's unsecured validator on the SASL_PLAINTEXT listener (the login module's options
-# configure it; the default server callback handler for OAUTHBEARER is that validator).
-KAFKA_OAUTH_SETTINGS = {
-    "sasl.enabled.mechanisms": "OAUTHBEARER",
-    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
-        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        f'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="{SCOPE}";'
-    ),
-}
 
 
 @pytest.fixture(scope="module")
-def oauth_bootstrap(pytestconfig: pytest.Config, kafka_backend: str) -> Iterator[str]:
+def oauth_bootstrap(request: pytest.FixtureRequest, kafka_backend: str) -> Iterator[str]:
     """bootstrap.servers of a SASL_PLAINTEXT listener taking OAUTHBEARER tokens."""
     if kafka_backend == "kafka-jvm":
-        line = str(
-            pytestconfig.getoption("kafka_jvm_version") or pytestconfig.getini("kafka_jvm_version")
-        )
-        missing = unavailable_reason(line)
-        if missing is not None:
-            pytest.fail(f"--kafka-backend=kafka-jvm: {missing}")
-        with RealKafka(
-            line, settings=KAFKA_OAUTH_SETTINGS, extra_listener="SASL_PLAINTEXT"
-        ) as kafka:
-            yield kafka.extra_bootstrap_servers
+        kafka: RealKafka = request.getfixturevalue("kafka_with_oauth")
+        yield kafka.extra_bootstrap_servers
         return
     if kafka_backend != "embedded":
         pytest.skip("needs a broker whose listeners the test configures")
