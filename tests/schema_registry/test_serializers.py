@@ -29,6 +29,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from minibroker import Broker
 from minibroker.testing.clients import KafkaHelper
+from tests.schema_registry.conftest import INCOMPATIBLE
 
 
 class Registry:
@@ -237,7 +238,8 @@ def test_avro_evolution_refused_by_each_level(registry: Registry, level: str) ->
             assert data is not None
     with pytest.raises(SchemaRegistryError) as raised:
         AvroSerializer(registry.client(), refused)(_record_of(refused), _value(topics[level]))
-    assert (raised.value.http_status_code, raised.value.error_code) == (409, 40901)
+    assert raised.value.http_status_code == 409
+    assert raised.value.error_code in INCOMPATIBLE, str(raised.value)
     assert client.get_versions(f"{topics[level]}-value") == list(range(1, len(chain)))
 
     # The laxer level takes the same step, and its records still travel.
@@ -373,7 +375,8 @@ def test_protobuf_incompatible_evolution_is_refused(
         protobuf_serde.ProtobufSerializer(as_int, registry.client(), conf)(
             as_int(n=1), _value(topic)
         )
-    assert (raised.value.http_status_code, raised.value.error_code) == (409, 40901)
+    assert raised.value.http_status_code == 409
+    assert raised.value.error_code in INCOMPATIBLE, str(raised.value)
 
 
 # --- JSON Schema --------------------------------------------------------------------------
@@ -447,4 +450,5 @@ def test_json_schema_incompatible_evolution_is_refused(registry: Registry, json_
     # A property's type changed from string to integer: Confluent's TYPE_CHANGED.
     with pytest.raises(SchemaRegistryError) as raised:
         json_serde.JSONSerializer(json.dumps(retyped), registry.client())({"sku": 1}, _value(topic))
-    assert (raised.value.http_status_code, raised.value.error_code) == (409, 40901)
+    assert raised.value.http_status_code == 409
+    assert raised.value.error_code in INCOMPATIBLE, str(raised.value)
