@@ -26,6 +26,10 @@ from confluent_kafka.schema_registry import (
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from minibroker import Broker
+
+# Registering needs the Avro schema type and the compatibility rules.
+pytest.importorskip("minibroker.schema_registry.schemas.avro")
+pytest.importorskip("minibroker.schema_registry.compatibility")
 from tests.schema_registry.conftest import INCOMPATIBLE, RawHttp, Response
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -259,6 +263,30 @@ def test_the_clients_capitalised_booleans_are_understood(http: RawHttp) -> None:
     )
     assert looked_up.status_code == 200, looked_up.text
     assert looked_up.json()["id"] == answer.json()["id"]
+
+
+def test_latest_is_also_minus_one_and_any_case(client: SchemaRegistryClient, http: RawHttp) -> None:
+    """Confluent's VersionId: "latest" in any case, and -1, name the latest version."""
+    subject = _subject()
+    _register(client, subject, USER_V1)
+    _register(client, subject, USER_V2)
+    answers = {}
+    for version in ("latest", "LATEST", "-1", "%20latest%20", "02"):
+        answer = http.get(f"/subjects/{subject}/versions/{version}")
+        answers[version] = answer.json().get("version", answer.text)
+    assert answers == {"latest": 2, "LATEST": 2, "-1": 2, "%20latest%20": 2, "02": 2}
+
+
+@pytest.mark.parametrize("name", ["with space", "ünïcödé-välue", "dots.and_under-scores", "a:b"])
+def test_subject_names_are_taken_as_given(
+    client: SchemaRegistryClient, http: RawHttp, name: str
+) -> None:
+    subject = f"{name}-{uuid.uuid4().hex[:6]}"
+    schema_id = _register(client, subject, USER_V1)
+    assert subject in client.get_subjects()
+    assert client.get_version(subject, 1).subject == subject
+    assert client.lookup_schema(subject, _avro_schema(USER_V1)).schema_id == schema_id
+    assert client.delete_subject(subject) == [1]
 
 
 # --- errors for what does not exist or is invalid -------------------------------------

@@ -31,6 +31,10 @@ from minibroker import Broker
 from minibroker.testing.clients import KafkaHelper
 from tests.schema_registry.conftest import INCOMPATIBLE
 
+# Registering needs the Avro schema type and the compatibility rules.
+pytest.importorskip("minibroker.schema_registry.schemas.avro")
+pytest.importorskip("minibroker.schema_registry.compatibility")
+
 
 class Registry:
     def __init__(self, bootstrap: str, url: str) -> None:
