@@ -302,6 +302,48 @@ def test_many_idle_connections_do_not_starve_others(registry: Registry) -> None:
     _assert_still_serving(registry)
 
 
+def _answers_until_closed(data: bytes) -> list[tuple[int, bytes]]:
+    """Split a stream of HTTP responses (each with a Content-Length) into (status, body)."""
+    answers = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        answers.append((int(lines[0].split()[1]), rest[:length]))
+        data = rest[length:]
+    return answers
+
+
+def test_pipelined_requests_are_answered_in_order(registry: Registry) -> None:
+    requests = (
+        b"GET /schemas/types HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /config HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    received = b""
+    with socket.create_connection(("127.0.0.1", registry.port), timeout=10) as sock:
+        sock.sendall(requests)
+        while chunk := sock.recv(65536):
+            received += chunk
+    answers = _answers_until_closed(received)
+    assert [status for status, _ in answers] == [200, 404, 200], received[:500]
+    assert json.loads(answers[2][1])["compatibilityLevel"] == "BACKWARD"
+
+
+def test_an_http_1_0_request_is_answered_and_closed(registry: Registry) -> None:
+    received = b""
+    with socket.create_connection(("127.0.0.1", registry.port), timeout=10) as sock:
+        sock.sendall(b"GET /schemas/types HTTP/1.0\r\n\r\n")
+        while chunk := sock.recv(65536):
+            received += chunk
+    ((status, body),) = _answers_until_closed(received)
+    assert status == 200 and sorted(json.loads(body)) == ["AVRO", "JSON", "PROTOBUF"]
+
+
 # --- paths, routes and methods ------------------------------------------------------------
 
 
