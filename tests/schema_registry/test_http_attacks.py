@@ -344,6 +344,33 @@ def test_an_http_1_0_request_is_answered_and_closed(registry: Registry) -> None:
     assert status == 200 and sorted(json.loads(body)) == ["AVRO", "JSON", "PROTOBUF"]
 
 
+def test_expect_100_continue_is_answered_before_the_body(registry: Registry) -> None:
+    """curl sends `Expect: 100-continue` with bodies over 1 KiB; Jetty, under Confluent's
+    registry, answers `100 Continue` before it reads the body (RFC 9110, 10.1.1). A server
+    that stays silent makes every such client wait out its own timeout first."""
+    body = json.dumps({"schema": SCHEMA}).encode()
+    head = (
+        b"POST /subjects/continue/versions HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/vnd.schemaregistry.v1+json\r\n"
+        b"Expect: 100-continue\r\nConnection: close\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+    # A bound on a wait that a conforming server ends at once, not a timing measured.
+    with socket.create_connection(("127.0.0.1", registry.port), timeout=3) as sock:
+        sock.sendall(head)
+        try:
+            interim = sock.recv(65536)
+        except TimeoutError:
+            interim = b"(nothing within 3 s)"
+        assert interim.startswith(b"HTTP/1.1 100"), interim[:200]
+        sock.sendall(body)
+        received = interim.partition(b"\r\n\r\n")[2]
+        while chunk := sock.recv(65536):
+            received += chunk
+    ((status, answer),) = _answers_until_closed(received)
+    assert status == 200 and isinstance(json.loads(answer)["id"], int)
+
+
 # --- paths, routes and methods ------------------------------------------------------------
 
 
