@@ -114,6 +114,12 @@ class SchemaRegistry(RunsInThread):
                 try:
                     return outcome.answer(self.state)
                 except Lost:
+                    winners = [
+                        record
+                        for key, _ in outcome.records
+                        if (record := self.state.current_record(key)) is not None
+                    ]
+                    await self._topic.append(winners)
                     continue
         raise errors.RegistryError(
             500, errors.STORE_ERROR, "Another registry kept writing the same ids; try again"
