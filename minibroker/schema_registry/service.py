@@ -42,11 +42,16 @@ class SchemaRegistry(RunsInThread):
         topic: str = DEFAULT_TOPIC,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         client_config: dict[str, Any] | None = None,
+        create_topic: bool = True,
     ) -> None:
         self.state = RegistryState()
         self._host = host
         self._topic = SchemasTopic(
-            bootstrap_servers, self.state.apply, topic=topic, client_config=client_config
+            bootstrap_servers,
+            self.state.apply,
+            topic=topic,
+            client_config=client_config,
+            create_topic=create_topic,
         )
         self._http = HttpServer(self._answer, host, port, max_body_bytes)
         self._writing = asyncio.Lock()
@@ -76,7 +81,12 @@ class SchemaRegistry(RunsInThread):
             reply = await self._outcome(request)
         except errors.RegistryError as refusal:
             return refusal.http_status, json.dumps(refusal.body()).encode()
-        except (TimeoutError, RuntimeError) as exc:
+        except TimeoutError:
+            failure = errors.RegistryError(
+                500, errors.OPERATION_TIMEOUT, "The _schemas topic did not answer in time"
+            )
+            return 500, json.dumps(failure.body()).encode()
+        except RuntimeError as exc:
             failure = errors.RegistryError(500, errors.STORE_ERROR, f"Error while storing: {exc}")
             return 500, json.dumps(failure.body()).encode()
         payload = reply.body
@@ -104,6 +114,12 @@ class SchemaRegistry(RunsInThread):
                 try:
                     return outcome.answer(self.state)
                 except Lost:
+                    winners = [
+                        record
+                        for key, _ in outcome.records
+                        if (record := self.state.current_record(key)) is not None
+                    ]
+                    await self._topic.append(winners)
                     continue
         raise errors.RegistryError(
             500, errors.STORE_ERROR, "Another registry kept writing the same ids; try again"

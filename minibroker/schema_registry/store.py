@@ -33,8 +33,10 @@ class SchemasTopic:
         *,
         topic: str = DEFAULT_TOPIC,
         client_config: dict[str, Any] | None = None,
+        create_topic: bool = True,
     ) -> None:
         self._bootstrap = bootstrap_servers
+        self._create = create_topic
         self._apply = apply
         self.topic = topic
         self._partition = TopicPartition(topic, 0)
@@ -51,7 +53,8 @@ class SchemasTopic:
         self._failure: BaseException | None = None
 
     async def start(self) -> None:
-        await self._create_topic()
+        if self._create:
+            await self._create_topic()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,
