@@ -16,8 +16,8 @@ machine. Reported: requests/s and p50/p99 latency of the registry, acknowledged
 messages/s and ack latency of the producer, the slowest request and the longest gap
 between acks (a stall), the broker's CPU, and the ratios together / alone.
 
-    python -m bench.schema_registry            # 10 s per phase
-    python -m bench.schema_registry --quick    # 4 s per phase
+    python -m bench.schema_registry            # 3 interleaved rounds of 8 s phases (2 min)
+    python -m bench.schema_registry --quick    # one round of 4 s phases
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -270,36 +271,64 @@ def _prepare_fetch(url: str) -> None:
 
 
 @dataclass
+class Summary:
+    """One phase's load over the rounds: medians of the rates and percentiles, the
+    slowest wait of any round, the errors of all."""
+
+    rate: float
+    p50: float | None
+    p99: float | None
+    slowest: float
+    errors: int
+
+    @classmethod
+    def of(cls, results: list[LoadResult]) -> Summary:
+        def median(values: list[float | None]) -> float | None:
+            present = [value for value in values if value is not None]
+            return statistics.median(present) if present else None
+
+        return cls(
+            statistics.median(result.rate for result in results),
+            median([result.p(0.5) for result in results]),
+            median([result.p(0.99) for result in results]),
+            max(result.longest_wait_ms for result in results),
+            sum(result.errors for result in results),
+        )
+
+
+PHASES = ("register", "fetch", "produce", "register+produce", "fetch+produce")
+
+
+@dataclass
 class Run:
-    alone: dict[str, LoadResult]  # register, fetch, produce
-    beside: dict[str, tuple[LoadResult, LoadResult]]  # registry load -> (it, produce)
-    broker_cpu: dict[str, float]  # phase -> the broker's CPU seconds per wall second
+    loads: dict[str, list[LoadResult]]  # "register", "produce", "register+produce:produce", ...
+    broker_cpu: dict[str, list[float]]  # phase -> the broker's CPU seconds per wall second
+
+    def summary(self, key: str) -> Summary:
+        return Summary.of(self.loads[key])
 
 
-def measure(seconds: float) -> Run:
+def measure(seconds: float, rounds: int) -> Run:
+    loads: dict[str, list[LoadResult]] = {}
+    cpu: dict[str, list[float]] = {phase: [] for phase in PHASES}
     with registry_broker() as target:
         _prepare_fetch(target.url)
         addresses = {"register": target.url, "fetch": target.url, "produce": target.bootstrap}
         # A short produce first: the topic exists and the client paths are warm.
         _collect(_spawn_load("produce", target.bootstrap, 1.0))
-        alone = {}
-        cpu = {}
-        for kind in ("register", "fetch", "produce"):
-            log(f"{kind} alone for {seconds:g} s")
-            before, started = target.cpu_seconds(), time.perf_counter()
-            alone[kind] = _collect(_spawn_load(kind, addresses[kind], seconds))
-            cpu[kind] = (target.cpu_seconds() - before) / (time.perf_counter() - started)
-        beside = {}
-        for kind in ("register", "fetch"):
-            log(f"{kind} and produce together for {seconds:g} s")
-            before, started = target.cpu_seconds(), time.perf_counter()
-            registry_side = _spawn_load(kind, target.url, seconds)
-            produce_side = _spawn_load("produce", target.bootstrap, seconds)
-            beside[kind] = (_collect(registry_side), _collect(produce_side))
-            cpu[f"{kind}+produce"] = (target.cpu_seconds() - before) / (
-                time.perf_counter() - started
-            )
-        return Run(alone, beside, cpu)
+        # The phases interleaved, round after round: a burst of other work on the machine
+        # lands on one phase of one round, not on every run of one phase.
+        for round_number in range(1, rounds + 1):
+            for phase in PHASES:
+                log(f"round {round_number}/{rounds}: {phase} for {seconds:g} s")
+                kinds = phase.split("+")
+                before, started = target.cpu_seconds(), time.perf_counter()
+                running = [_spawn_load(kind, addresses[kind], seconds) for kind in kinds]
+                for kind, process in zip(kinds, running, strict=True):
+                    key = kind if len(kinds) == 1 else f"{phase}:{kind}"
+                    loads.setdefault(key, []).append(_collect(process))
+                cpu[phase].append((target.cpu_seconds() - before) / (time.perf_counter() - started))
+    return Run(loads, cpu)
 
 
 def _ms(value: float | None) -> str:
@@ -310,19 +339,19 @@ def _ratio(new: float | None, old: float | None) -> str:
     return "n/a" if not new or not old else f"{new / old:.2f}x"
 
 
-def report(run: Run, command: str, kind: str, elapsed: float, seconds: float) -> str:
+def report(run: Run, heading: str, seconds: float, rounds: int) -> str:
     lines = [
         "# Schema Registry beside the produce path",
         "",
-        f"{run_heading(command, kind, elapsed)}, 2 cores; {seconds:g} s per phase; "
-        f"registry: {REGISTRY_THREADS} threads on keep-alive HTTP/1.1 connections in one "
+        f"{heading}, 2 cores; {rounds} rounds of {seconds:g} s per phase, the phases "
+        "interleaved; medians over the rounds (slowest: the slowest of any round). "
+        f"Registry: {REGISTRY_THREADS} threads on keep-alive HTTP/1.1 connections in one "
         "process, each request registering a new Avro schema under a new subject "
-        "(register) or reading one of "
-        f"{FETCH_SCHEMAS} (fetch: by id and latest version, alternating); produce: one "
-        f"confluent-kafka producer offering {PRODUCE_RATE:,} msg/s of 100-byte values, "
-        f"acks=all, {client_version()}; "
-        f"each load in a process of its own, the broker in another; load {load_average()}. "
-        "Ratios: together / alone.",
+        f"(register) or reading one of {FETCH_SCHEMAS} (fetch: by id and latest version, "
+        "alternating). Produce: one confluent-kafka producer offering "
+        f"{PRODUCE_RATE:,} msg/s of 100-byte values, acks=all, {client_version()}. "
+        "Each load in a process of its own, the broker in another; load "
+        f"{load_average()}. Ratios: together / alone.",
         "",
         "| registry load | req/s alone | req/s with produce | ratio | p50 ms alone "
         "| p50 ms with produce | p99 ms alone | p99 ms with produce | ratio p99 "
@@ -330,37 +359,36 @@ def report(run: Run, command: str, kind: str, elapsed: float, seconds: float) ->
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in ("register", "fetch"):
-        alone, (together, _) = run.alone[name], run.beside[name]
+        alone, together = run.summary(name), run.summary(f"{name}+produce:{name}")
         lines.append(
             f"| {name} | {alone.rate:,.0f} | {together.rate:,.0f} "
-            f"| {_ratio(together.rate, alone.rate)} | {_ms(alone.p(0.5))} "
-            f"| {_ms(together.p(0.5))} | {_ms(alone.p(0.99))} | {_ms(together.p(0.99))} "
-            f"| {_ratio(together.p(0.99), alone.p(0.99))} | {alone.longest_wait_ms:,.0f} "
-            f"| {together.longest_wait_ms:,.0f} | {alone.errors + together.errors} |"
+            f"| {_ratio(together.rate, alone.rate)} | {_ms(alone.p50)} "
+            f"| {_ms(together.p50)} | {_ms(alone.p99)} | {_ms(together.p99)} "
+            f"| {_ratio(together.p99, alone.p99)} | {alone.slowest:,.0f} "
+            f"| {together.slowest:,.0f} | {alone.errors + together.errors} |"
         )
-    produce = run.alone["produce"]
+    produce = run.summary("produce")
     lines += [
         "",
         "| produce | acked msg/s | ratio to alone | ack p50 ms | ack p99 ms | ratio p99 "
         "| longest gap between acks, ms | failed |",
         "|---|---|---|---|---|---|---|---|",
-        f"| alone | {produce.rate:,.0f} | 1.00x | {_ms(produce.p(0.5))} | {_ms(produce.p(0.99))} "
-        f"| 1.00x | {produce.longest_wait_ms:,.0f} | {produce.errors} |",
+        f"| alone | {produce.rate:,.0f} | 1.00x | {_ms(produce.p50)} | {_ms(produce.p99)} "
+        f"| 1.00x | {produce.slowest:,.0f} | {produce.errors} |",
     ]
     for name in ("register", "fetch"):
-        beside = run.beside[name][1]
+        beside = run.summary(f"{name}+produce:produce")
         lines.append(
             f"| with {name} load | {beside.rate:,.0f} | {_ratio(beside.rate, produce.rate)} "
-            f"| {_ms(beside.p(0.5))} | {_ms(beside.p(0.99))} "
-            f"| {_ratio(beside.p(0.99), produce.p(0.99))} "
-            f"| {beside.longest_wait_ms:,.0f} | {beside.errors} |"
+            f"| {_ms(beside.p50)} | {_ms(beside.p99)} | {_ratio(beside.p99, produce.p99)} "
+            f"| {beside.slowest:,.0f} | {beside.errors} |"
         )
     lines += [
         "",
-        "| phase | " + " | ".join(run.broker_cpu) + " |",
-        "|---|" + "---|" * len(run.broker_cpu),
+        "| phase | " + " | ".join(PHASES) + " |",
+        "|---|" + "---|" * len(PHASES),
         "| broker CPU s per s | "
-        + " | ".join(f"{value:.2f}" for value in run.broker_cpu.values())
+        + " | ".join(f"{statistics.median(run.broker_cpu[phase]):.2f}" for phase in PHASES)
         + " |",
     ]
     return "\n".join(lines) + "\n"
@@ -371,20 +399,20 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["load"]:
         _load_main(args[1], args[2], float(args[3]))
         return 0
-    parser = bench_parser("schema_registry", __doc__ or "", "4 s per phase instead of 10")
-    options = parser.parse_args(args)
-    seconds = 4.0 if options.quick else 10.0
-    result = timed(lambda: measure(seconds))
-    command = "python -m bench.schema_registry" + (" --quick" if options.quick else "")
-    text = report(
-        result.result,
-        command,
-        "quick run" if options.quick else "full run",
-        result.elapsed,
-        seconds,
+    parser = bench_parser(
+        "schema_registry", __doc__ or "", "one round of 4 s phases", "rounds (default 3)"
     )
+    options = parser.parse_args(args)
+    seconds = 4.0 if options.quick else 8.0
+    rounds = options.runs or (1 if options.quick else 3)
+    result = timed(lambda: measure(seconds, rounds))
+    command = "python -m bench.schema_registry" + (" --quick" if options.quick else "")
+    if options.runs:
+        command += f" --runs {options.runs}"
+    heading = run_heading(command, "quick run" if options.quick else "full run", result.elapsed)
+    text = report(result.result, heading, seconds, rounds)
     print(text)
-    write_results(RESULTS, text, result.elapsed)
+    write_results(RESULTS, text)
     return 0
 
 
