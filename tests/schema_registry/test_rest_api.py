@@ -427,6 +427,24 @@ def test_soft_and_permanent_deletes_of_subjects(client: SchemaRegistryClient) ->
     _assert_refusal(_refused(client.delete_subject, _subject("missing")), 404, 40401)
 
 
+def test_registering_after_a_soft_delete(client: SchemaRegistryClient, registry_url: str) -> None:
+    """Confluent's KafkaSchemaRegistry.register: versions go on from the highest ever
+    given, deleted ones included; only live versions are checked for compatibility; a
+    schema registered before keeps its id."""
+    subject = _subject()
+    first_id = _register(client, subject, USER_V1)
+    _register(client, subject, USER_V2)
+    client.delete_subject(subject)
+
+    retyped_id = _register(client, subject, USER_RETYPED)
+    assert client.get_versions(subject) == [3]
+    assert client.get_version(subject, 3).schema_id == retyped_id
+    client.set_compatibility(subject, "NONE")
+    again = _client(registry_url).register_schema(subject, _avro_schema(USER_V1))
+    assert again == first_id
+    assert client.get_versions(subject)[-1] == 4
+
+
 def test_deleted_listings_by_id(client: SchemaRegistryClient) -> None:
     subject = _subject()
     text = _unique_record()

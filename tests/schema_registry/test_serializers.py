@@ -185,6 +185,24 @@ def test_avro_with_a_reference(registry: Registry) -> None:
     assert AvroDeserializer(registry.client())(received, _value(topic)) == value
 
 
+def test_the_plugin_fixtures_carry_avro_records(
+    schema_registry: str, kafka_helper: KafkaHelper
+) -> None:
+    """What a user's test writes: the `schema_registry` fixture's URL for the serializers,
+    the test's broker for the records (on every backend the plugin offers)."""
+    topic = _topic("plugin")
+    client = SchemaRegistryClient({"url": schema_registry})
+    schema = _avro(
+        "Reading", [{"name": "sensor", "type": "string"}, {"name": "c", "type": "double"}]
+    )
+    values = [{"sensor": "s1", "c": 20.5}, {"sensor": "s2", "c": -3.0}]
+    serializer = AvroSerializer(client, schema)
+    kafka_helper.produce(topic, [serializer(value, _value(topic)) for value in values])
+    received = kafka_helper.consume(topic, len(values), decode_as="bytes")
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": schema_registry}))
+    assert [deserializer(record.value, _value(topic)) for record in received] == values
+
+
 # One chain of Avro record fields per level: every step but the last is accepted, the last
 # is refused at this level while the level named beside it accepts it (so the refusal is
 # the level's own rule, not a broken schema).
