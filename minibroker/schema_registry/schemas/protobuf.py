@@ -38,22 +38,23 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 
-from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.message import DecodeError, Message
+from google.protobuf import descriptor_pb2, descriptor_pool  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError, Message  # type: ignore[import-untyped]
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from minibroker.schema_registry.schemas import InvalidSchema, Problem
 
 SCHEMA_TYPE = "PROTOBUF"
+# protobuf ships no type stubs here: its classes are Any to the type checker.
+_DP: TypeAlias = descriptor_pb2.DescriptorProto
+_EDP: TypeAlias = descriptor_pb2.EnumDescriptorProto
+_FDP: TypeAlias = descriptor_pb2.FieldDescriptorProto
+_FileDP: TypeAlias = descriptor_pb2.FileDescriptorProto
 MAIN_FILE_NAME = "default"
 MAX_FIELD_NUMBER = 536870911  # 2^29 - 1
-_FDP = descriptor_pb2.FieldDescriptorProto
-_DP = descriptor_pb2.DescriptorProto
-_EDP = descriptor_pb2.EnumDescriptorProto
-_FileDP = descriptor_pb2.FileDescriptorProto
 
 _SCALARS: dict[str, int] = {
     "double": _FDP.TYPE_DOUBLE,
@@ -255,7 +256,7 @@ def _parse_text(text: str) -> ast.File:
     from antlr4.error.ErrorListener import ErrorListener  # type: ignore[import-untyped]
 
     class _Raise(ErrorListener):  # type: ignore[misc]
-        def syntaxError(  # noqa: N802 - the runtime's name
+        def syntaxError(
             self, recognizer: Any, offending: Any, line: int, column: int, msg: str, e: Any
         ) -> None:
             _raise_syntax_error(line, column, msg)
@@ -333,6 +334,9 @@ class _Builder:
                 if element.weak:
                     proto.weak_dependency.append(len(proto.dependency))
                 proto.dependency.append(path)
+        for path in proto.dependency:
+            if path not in self.known and path not in _builtin_files():
+                raise InvalidSchema(f"import {path!r} is neither a reference nor well known")
         self._collect_symbols(proto, package, elements)
         scope = package
         for element in elements:
@@ -492,7 +496,9 @@ class _Builder:
         if option.name == "default":
             out.default_value = _default_text(option.value)
         elif option.name == "json_name":
-            out.json_name = str(option.value if not isinstance(option.value, str) else _unquote(option.value))
+            out.json_name = str(
+                option.value if not isinstance(option.value, str) else _unquote(option.value)
+            )
         else:
             self._option(out.options, option)
 
@@ -785,9 +791,7 @@ class _Renderer:
         if options:
             out.append("\n")
             out.extend(_indent(f"option {o};") for o in options)
-        entries = {
-            "." + _join(full, n.name): n for n in message.nested_type if n.options.map_entry
-        }
+        entries = {"." + _join(full, n.name): n for n in message.nested_type if n.options.map_entry}
         real_oneofs = [
             i
             for i, o in enumerate(message.oneof_decl)
@@ -803,7 +807,9 @@ class _Renderer:
             out.extend(_indent(self.field(f, entries)) for f in plain)
         oneofs: list[tuple[str, list[_FDP], Message]] = []
         for index in real_oneofs:
-            members = [f for f in message.field if f.HasField("oneof_index") and f.oneof_index == index]
+            members = [
+                f for f in message.field if f.HasField("oneof_index") and f.oneof_index == index
+            ]
             if self.normalize:
                 members.sort(key=lambda f: f.number)
                 if not members:
@@ -880,7 +886,9 @@ class _Renderer:
         out.append("}\n")
         return "".join(out)
 
-    def reserved(self, ranges: Iterable[Any], names: Iterable[str], *, exclusive: bool) -> list[str]:
+    def reserved(
+        self, ranges: Iterable[Any], names: Iterable[str], *, exclusive: bool
+    ) -> list[str]:
         limit = MAX_FIELD_NUMBER if exclusive else 2147483647
         values: list[tuple[int, str]] = []
         for r in ranges:
@@ -904,7 +912,11 @@ class _Renderer:
         items = []
         for r in message.extension_range:
             last = r.end - 1
-            text = str(r.start) if r.start == last else f"{r.start} to {last if last < MAX_FIELD_NUMBER else 'max'}"
+            text = (
+                str(r.start)
+                if r.start == last
+                else f"{r.start} to {last if last < MAX_FIELD_NUMBER else 'max'}"
+            )
             items.append((r.start, f"extensions {text}{_option_list(self.options(r.options))};"))
         if self.normalize:
             items.sort()
@@ -944,7 +956,7 @@ class _Renderer:
 
 def _type_text(f: _FDP) -> str:
     if f.type in (_FDP.TYPE_MESSAGE, _FDP.TYPE_ENUM, _FDP.TYPE_GROUP) or f.type_name:
-        return f.type_name
+        return str(f.type_name)
     return _SCALAR_NAMES[f.type]
 
 
@@ -965,7 +977,7 @@ def _default_value(f: _FDP) -> str:
         return f'"{_escape(f.default_value)}"'
     if f.type == _FDP.TYPE_BYTES:
         return f'"{f.default_value}"'  # already C-escaped in descriptors
-    return f.default_value
+    return str(f.default_value)
 
 
 def _uninterpreted_text(kept: descriptor_pb2.UninterpretedOption) -> str:
@@ -986,7 +998,7 @@ def _uninterpreted_text(kept: descriptor_pb2.UninterpretedOption) -> str:
 
 
 def _text_format(value: Message) -> str:
-    from google.protobuf import text_format
+    from google.protobuf import text_format  # type: ignore[import-untyped]
 
     return str(text_format.MessageToString(value, as_one_line=True))
 
@@ -1095,11 +1107,15 @@ class _TypeInfo:
 def _index_types(schema: ProtobufSchema) -> dict[str, _TypeInfo]:
     types: dict[str, _TypeInfo] = {}
 
-    def walk(package: str, origin: str, scope: str, messages: Iterable[_DP], enums: Iterable[_EDP]) -> None:
+    def walk(
+        package: str, origin: str, scope: str, messages: Iterable[_DP], enums: Iterable[_EDP]
+    ) -> None:
         for message in messages:
             full = _join(scope, message.name)
             if message.options.map_entry and len(message.field) == 2:
-                types[full] = _TypeInfo(package, origin, message, None, message.field[0], message.field[1])
+                types[full] = _TypeInfo(
+                    package, origin, message, None, message.field[0], message.field[1]
+                )
             else:
                 types[full] = _TypeInfo(package, origin, message, None)
             walk(package, origin, full, message.nested_type, message.enum_type)
@@ -1132,7 +1148,9 @@ class _Diff:
         if self.original.file.package != self.update.file.package:
             self.add("PACKAGE_CHANGED")
         a, b = self.original.file, self.update.file
-        self.types_of(a.package, b.package, a.message_type, b.message_type, a.enum_type, b.enum_type)
+        self.types_of(
+            a.package, b.package, a.message_type, b.message_type, a.enum_type, b.enum_type
+        )
         return self.found
 
     def types_of(
@@ -1212,7 +1230,9 @@ class _Diff:
                     moved_in += 1
             if len(groups) > 1:
                 self.add(
-                    "MULTIPLE_FIELDS_MOVED_TO_ONEOF" if moved_in > 1 else "FIELD_MOVED_TO_EXISTING_ONEOF",
+                    "MULTIPLE_FIELDS_MOVED_TO_ONEOF"
+                    if moved_in > 1
+                    else "FIELD_MOVED_TO_EXISTING_ONEOF",
                     name,
                 )
         for name in sorted(old_oneofs.keys() | new_oneofs.keys()):
