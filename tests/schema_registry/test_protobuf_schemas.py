@@ -2060,3 +2060,39 @@ message Order {
         [1, 2],
         1_700_000_000,
     )
+
+
+def test_confluent_field_tags_reach_the_deserializer() -> None:
+    from confluent_kafka.schema_registry.common.protobuf import (
+        _init_pool,
+        _str_to_proto,
+        get_inline_tags,
+    )
+
+    custom = (
+        'syntax = "proto2";\npackage custom;\nimport "google/protobuf/descriptor.proto";\n'
+        "extend google.protobuf.FieldOptions {\n  optional int32 level = 50000;\n}\n"
+    )
+    text = """\
+syntax = "proto3";
+import "confluent/meta.proto";
+import "custom.proto";
+message Person {
+  option (confluent.message_meta) = { doc: "a person" };
+  string name = 1 [(confluent.field_meta).tags = "PII", (custom.level) = 3];
+  string email = 2 [(confluent.field_meta) = { doc: "where to write", tags: ["PII", "CONTACT"] }];
+}
+"""
+    imports = (("custom.proto", custom),)
+    schema = _parse(text, imports)
+    canonical = schema.canonical()
+    assert '    (confluent.field_meta).tags = "PII",\n    (custom.level) = 3\n' in canonical
+    assert _parse(canonical, imports).canonical() == canonical
+    assert _serialized(text, imports).canonical() == canonical
+    pool = descriptor_pool.DescriptorPool()
+    _init_pool(pool)
+    pool.Add(_str_to_proto("custom.proto", _parse(custom, ()).formatted("serialized")))
+    pool.Add(_str_to_proto("default", schema.formatted("serialized")))
+    person = pool.FindMessageTypeByName("Person")
+    assert get_inline_tags(person.fields_by_name["name"]) == {"PII"}
+    assert get_inline_tags(person.fields_by_name["email"]) == {"PII", "CONTACT"}

@@ -294,11 +294,19 @@ def _map_entry_name(field_name: str) -> str:
 
 
 def _unquote(value: str) -> str:
-    """The text of a string literal as the parser hands it over (quotes included or not)."""
+    """A string literal's value: the parser drops the quotes but leaves escapes as written."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        inner = value[1:-1]
-        return inner.encode("latin-1", "backslashreplace").decode("unicode_escape")
-    return value
+        value = value[1:-1]
+    if "\\" not in value:
+        return value
+    return value.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def _is_repeated(descriptor: Any) -> bool:
+    repeated = getattr(descriptor, "is_repeated", None)  # protobuf 7 dropped `label`
+    if repeated is not None:
+        return bool(repeated)
+    return bool(descriptor.label == descriptor.LABEL_REPEATED)
 
 
 class _Builder:
@@ -571,7 +579,8 @@ class _Builder:
         """A standard option on its typed field; a custom one kept uninterpreted."""
         name = option.name
         if name.startswith("("):
-            self._uninterpreted(options, name, option.value)
+            if not _set_known_extension(options, name, option.value):
+                self._uninterpreted(options, name, option.value)
             return
         fields = options.DESCRIPTOR.fields_by_name
         descriptor = fields.get(name)
@@ -610,6 +619,68 @@ class _Builder:
             kept.double_value = value
         else:
             kept.string_value = _unquote(str(value)).encode()
+
+
+def _set_known_extension(options: Message, name: str, value: Any) -> bool:
+    """Set a custom option whose extension is well known (Confluent's metadata options).
+
+    False when the extension is not known here: the option is then kept uninterpreted.
+    """
+    parts = list(_option_name_parts(name))
+    extension_name, is_extension = parts[0]
+    if not is_extension or any(ext for _, ext in parts[1:]):
+        return False
+    _builtin_files()  # registers the well-known extensions with the default pool
+    try:
+        extension = descriptor_pool.Default().FindExtensionByName(extension_name)
+    except KeyError:
+        return False
+    if extension.containing_type.full_name != options.DESCRIPTOR.full_name:
+        return False
+    path = [part for part, _ in parts[1:]]
+    try:
+        if not path:
+            if extension.message_type is None:
+                options.Extensions[extension] = _scalar_value(extension, value)  # type: ignore[attr-defined]
+            else:
+                target = options.Extensions[extension]  # type: ignore[attr-defined]
+                _merge_literal(target, value)
+            return True
+        target = options.Extensions[extension]  # type: ignore[attr-defined]
+        for part in path[:-1]:
+            target = getattr(target, part)
+        descriptor = target.DESCRIPTOR.fields_by_name[path[-1]]
+        if descriptor.message_type is not None:
+            _merge_literal(getattr(target, path[-1]), value)
+        elif _is_repeated(descriptor):
+            getattr(target, path[-1]).append(_scalar_value(descriptor, value))
+        else:
+            setattr(target, path[-1], _scalar_value(descriptor, value))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidSchema(f"option {name} has an invalid value {value!r}: {exc}") from None
+    return True
+
+
+def _merge_literal(target: Message, value: Any) -> None:
+    from google.protobuf import text_format  # type: ignore[import-untyped]
+
+    if not isinstance(value, ast.MessageLiteral):
+        raise TypeError("a message literal { ... } is needed")
+    try:
+        text_format.Merge(_literal_text(value), target)
+    except text_format.ParseError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _scalar_value(descriptor: Any, value: Any) -> Any:
+    if descriptor.enum_type is not None:
+        text = value.name if isinstance(value, ast.Identifier) else str(value)
+        return descriptor.enum_type.values_by_name[text].number
+    if isinstance(value, ast.Identifier | ast.MessageLiteral):
+        raise TypeError(f"{descriptor.name} needs a scalar value")
+    if isinstance(value, str):
+        return _unquote(value)
+    return value
 
 
 def _import_closure(direct: Iterable[str], known: dict[str, _FileDP]) -> list[str]:
@@ -771,8 +842,7 @@ class _Renderer:
             if descriptor.name == "uninterpreted_option":
                 continue
             if descriptor.is_extension:
-                name = f"({descriptor.full_name})"
-                items.append(f"{name} = {{ {_text_format(value)} }}")
+                items.extend(_extension_items(descriptor, value))
                 continue
             items.append(f"{descriptor.name} = {_option_value(descriptor, value)}")
         for kept in options.uninterpreted_option:  # type: ignore[attr-defined]
@@ -893,7 +963,7 @@ class _Renderer:
         values: list[tuple[int, str]] = []
         for r in ranges:
             start, last = r.start, (r.end - 1 if exclusive else r.end)
-            if start == last and (self.normalize or exclusive):
+            if start == last:
                 values.append((start, str(start)))
             else:
                 values.append((start, f"{start} to {last if last < limit else 'max'}"))
@@ -995,6 +1065,23 @@ def _uninterpreted_text(kept: descriptor_pb2.UninterpretedOption) -> str:
     else:
         value = "{ " + kept.aggregate_value + " }"
     return f"{name} = {value}"
+
+
+def _extension_items(descriptor: Any, value: Any) -> list[str]:
+    """A custom option as `(ext).field = value` lines, or `(ext) = { ... }` when nested."""
+    name = f"({descriptor.full_name})"
+    if descriptor.message_type is None:
+        if _is_repeated(descriptor):
+            return [f"{name} = {_option_value(descriptor, v)}" for v in value]
+        return [f"{name} = {_option_value(descriptor, value)}"]
+    fields = value.ListFields()
+    if any(f.message_type is not None for f, _ in fields):
+        return [f"{name} = {{ {_text_format(value)} }}"]
+    items: list[str] = []
+    for f, v in fields:
+        values = v if _is_repeated(f) else [v]
+        items.extend(f"{name}.{f.name} = {_option_value(f, one)}" for one in values)
+    return items
 
 
 def _text_format(value: Message) -> str:
