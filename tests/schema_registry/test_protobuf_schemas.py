@@ -1764,6 +1764,16 @@ def test_problem_descriptions_name_reader_and_writer() -> None:
     )
 
 
+def test_verbose_message_in_confluent_wording() -> None:
+    writer = _parse(_one_field("proto3", "int32 f = 1;"), ())
+    reader = _parse(_one_field("proto3", "string f = 1;"), ())
+    (problem,) = PROTOBUF.reader_errors(reader, writer)
+    assert pb.format_problem(problem, "new", "old") == (
+        '{errorType:"FIELD_SCALAR_KIND_CHANGED", description:"The kind of a SCALAR field at '
+        "path '#/M/1' in the new schema does not match its kind in the old schema\"}"
+    )
+
+
 def test_package_change_is_reported_at_the_root() -> None:
     writer = _parse('syntax = "proto3";\npackage a;\nmessage M {\n  int32 f = 1;\n}\n', ())
     reader = _parse('syntax = "proto3";\npackage b;\nmessage M {\n  int32 f = 1;\n}\n', ())
@@ -1979,6 +1989,12 @@ message M {
 def test_invalid_schemas_are_refused_with_a_reason(text: str, message: str) -> None:
     with pytest.raises(InvalidSchema, match=message):
         PROTOBUF.parse(text, [])
+
+
+def test_deep_nesting_is_refused_not_crashed() -> None:
+    deep = 'syntax = "proto3";\n' + "message A { " * 400 + "}" * 400
+    with pytest.raises(InvalidSchema):
+        PROTOBUF.parse(deep, [])
 
 
 def test_invalid_reference_names_the_reference() -> None:

@@ -121,7 +121,7 @@ def _builtin_files() -> dict[str, _FileDP]:
     for module_name in _BUILTIN_MODULES:
         try:
             module = importlib.import_module(module_name)
-        except ImportError:  # an optional package (googleapis-common-protos) is absent
+        except Exception:  # an optional package is absent or broken
             continue
         proto = _FileDP.FromString(module.DESCRIPTOR.serialized_pb)
         files[proto.name] = proto
@@ -162,9 +162,13 @@ class ProtobufSchema:
 def parse(text: str, references: Sequence[tuple[str, str]]) -> ProtobufSchema:
     """Parse `.proto` text or a base64 FileDescriptorProto; references are (import, text)."""
     dependencies: dict[str, _FileDP] = {}
-    for name, ref_text in references:
-        dependencies[name] = _parse_file(ref_text, name, dependencies, f"reference {name!r}: ")
-    main = _parse_file(text, MAIN_FILE_NAME, dependencies, "")
+    try:
+        for name, ref_text in references:
+            where = f"reference {name!r}: "
+            dependencies[name] = _parse_file(ref_text, name, dependencies, where)
+        main = _parse_file(text, MAIN_FILE_NAME, dependencies, "")
+    except RecursionError:
+        raise InvalidSchema("the schema nests too deeply") from None
     used = _closure(main, dependencies)
     return ProtobufSchema(main, used)
 
@@ -1470,6 +1474,12 @@ def reader_errors(reader: Any, writer: Any) -> list[Problem]:
             description = _DESCRIPTIONS.get(diff.kind, "{path}").format(path=diff.path)
             problems.append(Problem(diff.kind, description))
     return problems
+
+
+def format_problem(problem: Problem, reader: str, writer: str) -> str:
+    """A verbose message the way Confluent words its Protobuf findings (double quotes)."""
+    description = problem.description.replace("%s", reader, 1).replace("%s", writer, 1)
+    return f'{{errorType:"{problem.error_type}", description:"{description}"}}'
 
 
 def summary(found: Iterable[Difference]) -> Counter[str]:
