@@ -1416,13 +1416,22 @@ class _Diff:
         if local_a != local_b:
             self.add("FIELD_NAMED_TYPE_CHANGED")
             return
-        # The named message is compared where it is declared, under its local name.
+        if info_a.origin == info_b.origin == "":
+            return  # both declared in the schemas themselves: compared where they are declared
+        if info_a.origin == info_b.origin and self._same_file(info_a.origin):
+            return  # the same imported file on both sides
+        # An imported message is compared here, under its local name.
         saved, self.path = self.path, local_a.split(".")
         start = len(self.found)
         self.message(full_a, full_b, info_a.message, info_b.message)
         self.path = saved
         if any(not d.compatible for d in self.found[start:]):
             self.add("FIELD_NAMED_TYPE_CHANGED")
+
+    def _same_file(self, path: str) -> bool:
+        a = self.original.dependencies.get(path)
+        b = self.update.dependencies.get(path)
+        return a is not None and b is not None and a.SerializeToString() == b.SerializeToString()
 
 
 def _local_name(full: str, package: str) -> str:
