@@ -592,15 +592,13 @@ class _Builder:
             raise InvalidSchema(f"option {name!r} is unknown")
         value = option.value
         try:
-            if descriptor.enum_type is not None:
-                text = value.name if isinstance(value, ast.Identifier) else str(value)
-                setattr(options, name, descriptor.enum_type.values_by_name[text].number)
-            elif isinstance(value, ast.Identifier):
-                raise InvalidSchema(f"option {name!r} needs a value, not {value.name}")
-            elif isinstance(value, str):
-                setattr(options, name, _unquote(value))
+            if descriptor.message_type is not None:
+                target = getattr(options, name)
+                _merge_literal(target.add() if _is_repeated(descriptor) else target, value)
+            elif _is_repeated(descriptor):
+                getattr(options, name).append(_scalar_value(descriptor, value))
             else:
-                setattr(options, name, value)
+                setattr(options, name, _scalar_value(descriptor, value))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise InvalidSchema(f"option {name!r} has an invalid value {value!r}") from None
 
@@ -848,7 +846,13 @@ class _Renderer:
             if descriptor.is_extension:
                 items.extend(_extension_items(descriptor, value))
                 continue
-            items.append(f"{descriptor.name} = {_option_value(descriptor, value)}")
+            if descriptor.message_type is not None:
+                values = value if _is_repeated(descriptor) else [value]
+                items.extend(f"{descriptor.name} = {{ {_text_format(v)} }}" for v in values)
+            elif _is_repeated(descriptor):
+                items.extend(f"{descriptor.name} = {_option_value(descriptor, v)}" for v in value)
+            else:
+                items.append(f"{descriptor.name} = {_option_value(descriptor, value)}")
         for kept in options.uninterpreted_option:  # type: ignore[attr-defined]
             items.append(_uninterpreted_text(kept))
         if self.normalize:
