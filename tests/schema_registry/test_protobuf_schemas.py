@@ -2123,3 +2123,54 @@ def test_well_known_files_round_trip(path: str) -> None:
     normalized = schema.normalized().canonical()
     assert _parse(normalized, ()).normalized().canonical() == normalized
     assert all(d.compatible for d in pb.differences(schema, again))
+
+
+PROTO2 = r"""syntax = "proto2";
+package d;
+
+option java_multiple_files = true;
+
+message M {
+  optional int32 a = 1 [default = -5];
+  optional string b = 2 [default = "x\"y\n"];
+  optional bytes c = 3 [default = "\001\377ab"];
+  optional .d.M.E e = 4 [default = TWO];
+  optional double f = 5 [default = -inf];
+  repeated int32 i = 8 [packed = true];
+  required .d.M.Flags flags = 9;
+
+  extensions 100 to 199;
+  extensions 500 to max;
+
+  message Flags {
+    optional bool flag = 1;
+  }
+  enum E {
+    ONE = 1;
+    TWO = 2;
+  }
+}
+
+extend .d.M {
+  optional int32 ext = 100;
+}
+
+service S {
+  option deprecated = true;
+
+  rpc Call (.d.M) returns (stream .d.M) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+  };
+}
+"""
+
+
+def test_proto2_defaults_extensions_and_services_round_trip() -> None:
+    schema = _parse(PROTO2, ())
+    assert schema.canonical() == PROTO2
+    assert _parse(schema.formatted("serialized"), ()).canonical() == PROTO2
+    message = schema.file.message_type[0]
+    assert message.field[2].default_value == "\\001\\377ab"  # bytes stay C-escaped
+    assert message.field[1].default_value == 'x"y\n'
+    # proto2 files lose their syntax line when normalized, as in Confluent's normalize.
+    assert not schema.normalized().canonical().startswith("syntax")

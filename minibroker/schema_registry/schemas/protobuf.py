@@ -506,7 +506,10 @@ class _Builder:
 
     def _field_option(self, out: _FDP, option: ast.Option) -> None:
         if option.name == "default":
-            out.default_value = _default_text(option.value)
+            if out.type == _FDP.TYPE_BYTES and isinstance(option.value, str):
+                out.default_value = option.value  # descriptors keep bytes C-escaped
+            else:
+                out.default_value = _default_text(option.value)
         elif option.name == "json_name":
             out.json_name = str(
                 option.value if not isinstance(option.value, str) else _unquote(option.value)
