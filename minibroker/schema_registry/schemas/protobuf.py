@@ -205,6 +205,14 @@ def _from_base64(text: str) -> _FileDP | None:
     return proto
 
 
+def _lookup(path: str, known: dict[str, _FileDP]) -> _FileDP | None:
+    """An imported file: a reference, else a well-known file."""
+    found = known.get(path)
+    if found is None and is_builtin_import(path):
+        found = _builtin_files().get(path)
+    return found
+
+
 def _closure(main: _FileDP, known: dict[str, _FileDP]) -> dict[str, _FileDP]:
     """Every file `main` imports, directly or not, builtins included."""
     found: dict[str, _FileDP] = {}
@@ -213,7 +221,7 @@ def _closure(main: _FileDP, known: dict[str, _FileDP]) -> dict[str, _FileDP]:
         path = pending.pop()
         if path in found:
             continue
-        dep = known.get(path) or _builtin_files().get(path)
+        dep = _lookup(path, known)
         if dep is None:
             continue
         found[path] = dep
@@ -232,9 +240,7 @@ def _validate(proto: _FileDP, known: dict[str, _FileDP]) -> None:
                 continue
             if path in chain:
                 raise InvalidSchema(f"import cycle through {path!r}")
-            dep = known.get(path)
-            if dep is None:
-                dep = _builtin_files().get(path)
+            dep = _lookup(path, known)
             if dep is None:
                 raise InvalidSchema(f"import {path!r} is neither a reference nor well known")
             add(dep, (*chain, path))
@@ -347,7 +353,7 @@ class _Builder:
                     proto.weak_dependency.append(len(proto.dependency))
                 proto.dependency.append(path)
         for path in proto.dependency:
-            if path not in self.known and path not in _builtin_files():
+            if _lookup(path, self.known) is None:
                 raise InvalidSchema(f"import {path!r} is neither a reference nor well known")
         self._collect_symbols(proto, package, elements)
         scope = package
@@ -368,7 +374,7 @@ class _Builder:
 
     def _collect_symbols(self, proto: _FileDP, package: str, elements: Iterable[Any]) -> None:
         for path in _import_closure(proto.dependency, self.known):
-            dep = self.known.get(path) or _builtin_files().get(path)
+            dep = _lookup(path, self.known)
             if dep is not None:
                 self._add_package(dep.package)
                 for message in dep.message_type:
@@ -696,7 +702,7 @@ def _import_closure(direct: Iterable[str], known: dict[str, _FileDP]) -> list[st
         if path in seen:
             continue
         seen.append(path)
-        dep = known.get(path) or _builtin_files().get(path)
+        dep = _lookup(path, known)
         if dep is not None:
             pending.extend(dep.dependency)
     return seen
