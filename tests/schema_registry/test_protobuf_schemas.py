@@ -1989,6 +1989,12 @@ def test_invalid_schemas_are_refused_with_a_reason(text: str, message: str) -> N
         PROTOBUF.parse(text, [])
 
 
+def test_text_beyond_the_limit_is_refused_before_parsing() -> None:
+    text = 'syntax = "proto3";\nmessage A {}\n' + "// padding\n" * (pb.MAX_TEXT_CHARS // 11)
+    with pytest.raises(InvalidSchema, match="longer than"):
+        PROTOBUF.parse(text, [])
+
+
 def test_deep_nesting_is_refused_not_crashed() -> None:
     deep = 'syntax = "proto3";\n' + "message A { " * 400 + "}" * 400
     with pytest.raises(InvalidSchema):

@@ -20,6 +20,8 @@ sorted, no `syntax` line for proto2; messages keep their order (message indexes 
 format count on it). `formatted("serialized")` is the base64 descriptor whose dependencies
 are the import paths, which is what confluent-kafka's deserializer asks for.
 
+`.proto` text longer than `MAX_TEXT_CHARS` (1 MiB) is refused: its parser is pure Python.
+
 `reader_errors(reader, writer)` follows Confluent's Protobuf diff: fields are matched by
 number (names are not checked), scalar kinds in one group are interchangeable
 (int32/uint32/int64/uint64/bool and enums; sint32/sint64; fixed32/sfixed32;
@@ -54,6 +56,10 @@ _EDP: TypeAlias = descriptor_pb2.EnumDescriptorProto
 _FDP: TypeAlias = descriptor_pb2.FieldDescriptorProto
 _FileDP: TypeAlias = descriptor_pb2.FileDescriptorProto
 MAIN_FILE_NAME = "default"
+# `.proto` text is parsed by a pure-Python ANTLR parser at about 40 KiB/s of CPU; longer
+# text is refused rather than hold the process for minutes. Base64 descriptors (parsed by
+# protobuf's own C code) are not limited here.
+MAX_TEXT_CHARS = 1024 * 1024
 MAX_FIELD_NUMBER = 536870911  # 2^29 - 1
 
 _SCALARS: dict[str, int] = {
@@ -178,6 +184,8 @@ def _parse_file(text: str, name: str, known: dict[str, _FileDP], where: str) -> 
         raise InvalidSchema(f"{where}empty PROTOBUF schema")
     proto = _from_base64(text)
     try:
+        if proto is None and len(text) > MAX_TEXT_CHARS:
+            raise InvalidSchema(f".proto text longer than {MAX_TEXT_CHARS} characters")
         if proto is None:
             proto = _Builder(name, known).build(_parse_text(text))
         else:
