@@ -20,15 +20,20 @@ sorted, no `syntax` line for proto2; messages keep their order (message indexes 
 format count on it). `formatted("serialized")` is the base64 descriptor whose dependencies
 are the import paths, which is what confluent-kafka's deserializer asks for.
 
-`.proto` text longer than `MAX_TEXT_CHARS` (1 MiB) is refused: its parser is pure Python.
+Custom options of well-known extensions (Confluent's `confluent.field_meta` and friends) are
+set as real extensions, so deserializers see their tags; other custom options are kept as
+protobuf's uninterpreted options. Groups and editions are refused. `.proto` text longer than
+`MAX_TEXT_CHARS` (1 MiB) is refused too: its parser is pure Python.
 
 `reader_errors(reader, writer)` follows Confluent's Protobuf diff: fields are matched by
 number (names are not checked), scalar kinds in one group are interchangeable
 (int32/uint32/int64/uint64/bool and enums; sint32/sint64; fixed32/sfixed32;
-fixed64/sfixed64; string/bytes), message-typed fields compare the messages they name
-(across imports too). Each problem carries Confluent's error type and its description,
-whose two `%s` stand for the reader's and the writer's schema ("new"/"old" as the
-compatibility level decides).
+fixed64/sfixed64; string/bytes), labels count only for scalars, and a field whose message
+type comes from an import is compared with the other side's type (types declared in the
+schema itself are compared where they are declared). Each problem carries Confluent's
+error type and its description, whose two `%s` stand for the reader's and the writer's
+schema ("new"/"old" as the compatibility level decides); `format_problem` words a verbose
+message as Confluent does for Protobuf.
 """
 
 from __future__ import annotations
