@@ -125,11 +125,12 @@ class _Parser:
         raw_name = value.get("name")
         if not isinstance(raw_name, str):
             raise InvalidSchema(f"No name in schema: {_json(value)}")
+        namespace: str | None
         if "." in raw_name:
             namespace, _, name = raw_name.rpartition(".")
         else:
             given = value.get("namespace", space)
-            namespace, name = (given or None), raw_name
+            namespace, name = (given if isinstance(given, str) and given else None), raw_name
         reserved = _ENUM_RESERVED if kind == "enum" else _SCHEMA_RESERVED
         node = Node(
             "record" if kind == "error" else kind,

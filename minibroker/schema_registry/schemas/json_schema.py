@@ -29,59 +29,70 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urldefrag
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
+# jsonschema ships no type information (no stubs are installed here).
+import jsonschema  # type: ignore[import-untyped]
+import jsonschema.exceptions  # type: ignore[import-untyped]
+import jsonschema.validators  # type: ignore[import-untyped]
 
 from minibroker.schema_registry.schemas import InvalidSchema, Problem
 
-COMPATIBLE_CHANGES = frozenset(
-    """ID_CHANGED DESCRIPTION_CHANGED TITLE_CHANGED DEFAULT_CHANGED SCHEMA_REMOVED TYPE_EXTENDED
-    MAX_LENGTH_INCREASED MAX_LENGTH_REMOVED MIN_LENGTH_DECREASED MIN_LENGTH_REMOVED PATTERN_REMOVED
-    MAXIMUM_INCREASED MAXIMUM_REMOVED MINIMUM_DECREASED MINIMUM_REMOVED EXCLUSIVE_MAXIMUM_INCREASED
-    EXCLUSIVE_MAXIMUM_REMOVED EXCLUSIVE_MINIMUM_DECREASED EXCLUSIVE_MINIMUM_REMOVED
-    MULTIPLE_OF_REDUCED MULTIPLE_OF_REMOVED REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED
-    REQUIRED_ATTRIBUTE_REMOVED DEPENDENCY_ARRAY_NARROWED DEPENDENCY_ARRAY_REMOVED
-    DEPENDENCY_SCHEMA_REMOVED MAX_PROPERTIES_INCREASED MAX_PROPERTIES_REMOVED
-    MIN_PROPERTIES_DECREASED MIN_PROPERTIES_REMOVED ADDITIONAL_PROPERTIES_ADDED
-    ADDITIONAL_PROPERTIES_EXTENDED PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+COMPATIBLE_CHANGES = _names(
+    """ID_CHANGED DESCRIPTION_CHANGED TITLE_CHANGED DEFAULT_CHANGED SCHEMA_REMOVED
+    TYPE_EXTENDED MAX_LENGTH_INCREASED MAX_LENGTH_REMOVED MIN_LENGTH_DECREASED
+    MIN_LENGTH_REMOVED PATTERN_REMOVED MAXIMUM_INCREASED MAXIMUM_REMOVED MINIMUM_DECREASED
+    MINIMUM_REMOVED EXCLUSIVE_MAXIMUM_INCREASED EXCLUSIVE_MAXIMUM_REMOVED
+    EXCLUSIVE_MINIMUM_DECREASED EXCLUSIVE_MINIMUM_REMOVED MULTIPLE_OF_REDUCED
+    MULTIPLE_OF_REMOVED REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED REQUIRED_ATTRIBUTE_REMOVED
+    DEPENDENCY_ARRAY_NARROWED DEPENDENCY_ARRAY_REMOVED DEPENDENCY_SCHEMA_REMOVED
+    MAX_PROPERTIES_INCREASED MAX_PROPERTIES_REMOVED MIN_PROPERTIES_DECREASED
+    MIN_PROPERTIES_REMOVED ADDITIONAL_PROPERTIES_ADDED ADDITIONAL_PROPERTIES_EXTENDED
+    PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL
     REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL
     OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL
-    PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL
+    PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL
+    PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL
     PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL
     PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL MAX_ITEMS_INCREASED
     MAX_ITEMS_REMOVED MIN_ITEMS_DECREASED MIN_ITEMS_REMOVED UNIQUE_ITEMS_REMOVED
-    ADDITIONAL_ITEMS_ADDED ADDITIONAL_ITEMS_EXTENDED ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL
-    ITEM_ADDED_TO_CLOSED_CONTENT_MODEL ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL
-    ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL
+    ADDITIONAL_ITEMS_ADDED ADDITIONAL_ITEMS_EXTENDED
+    ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL ITEM_ADDED_TO_CLOSED_CONTENT_MODEL
+    ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL
+    ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL
     ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL ENUM_ARRAY_EXTENDED
-    COMBINED_TYPE_EXTENDED PRODUCT_TYPE_NARROWED SUM_TYPE_EXTENDED NOT_TYPE_NARROWED""".split()
+    COMBINED_TYPE_EXTENDED PRODUCT_TYPE_NARROWED SUM_TYPE_EXTENDED NOT_TYPE_NARROWED"""
 )
 
-_KEYWORD_ADDED_OR_REMOVED = frozenset(
-    """MAXIMUM_ADDED MINIMUM_ADDED EXCLUSIVE_MAXIMUM_ADDED EXCLUSIVE_MINIMUM_ADDED MULTIPLE_OF_ADDED
-    MAX_LENGTH_ADDED MIN_LENGTH_ADDED PATTERN_ADDED REQUIRED_ATTRIBUTE_ADDED MAX_PROPERTIES_ADDED
-    MIN_PROPERTIES_ADDED DEPENDENCY_ARRAY_ADDED DEPENDENCY_SCHEMA_ADDED MAX_ITEMS_ADDED
-    MIN_ITEMS_ADDED UNIQUE_ITEMS_ADDED ADDITIONAL_ITEMS_REMOVED ADDITIONAL_PROPERTIES_REMOVED""".split()
+_KEYWORD_ADDED_OR_REMOVED = _names(
+    """MAXIMUM_ADDED MINIMUM_ADDED EXCLUSIVE_MAXIMUM_ADDED EXCLUSIVE_MINIMUM_ADDED
+    MULTIPLE_OF_ADDED MAX_LENGTH_ADDED MIN_LENGTH_ADDED PATTERN_ADDED
+    REQUIRED_ATTRIBUTE_ADDED MAX_PROPERTIES_ADDED MIN_PROPERTIES_ADDED
+    DEPENDENCY_ARRAY_ADDED DEPENDENCY_SCHEMA_ADDED MAX_ITEMS_ADDED MIN_ITEMS_ADDED
+    UNIQUE_ITEMS_ADDED ADDITIONAL_ITEMS_REMOVED ADDITIONAL_PROPERTIES_REMOVED"""
 )
-_VALUE_INCREASED = frozenset(
-    """MIN_LENGTH_INCREASED MINIMUM_INCREASED EXCLUSIVE_MINIMUM_INCREASED MIN_PROPERTIES_INCREASED
-    MULTIPLE_OF_EXPANDED MIN_ITEMS_INCREASED""".split()
+_VALUE_INCREASED = _names(
+    """MIN_LENGTH_INCREASED MINIMUM_INCREASED EXCLUSIVE_MINIMUM_INCREASED
+    MIN_PROPERTIES_INCREASED MULTIPLE_OF_EXPANDED MIN_ITEMS_INCREASED"""
 )
-_VALUE_DECREASED = frozenset(
+_VALUE_DECREASED = _names(
     """MAX_LENGTH_DECREASED MAXIMUM_DECREASED MAX_ITEMS_DECREASED EXCLUSIVE_MAXIMUM_DECREASED
-    MAX_PROPERTIES_DECREASED""".split()
+    MAX_PROPERTIES_DECREASED"""
 )
-_TYPE_NARROWED = frozenset(
-    "ADDITIONAL_ITEMS_NARROWED ENUM_ARRAY_NARROWED SUM_TYPE_NARROWED ADDITIONAL_PROPERTIES_NARROWED".split()
+_TYPE_NARROWED = _names(
+    """ADDITIONAL_ITEMS_NARROWED ENUM_ARRAY_NARROWED SUM_TYPE_NARROWED
+    ADDITIONAL_PROPERTIES_NARROWED"""
 )
-_VALUE_CHANGED = frozenset("PATTERN_CHANGED MULTIPLE_OF_CHANGED DEPENDENCY_ARRAY_CHANGED".split())
-_TYPE_CHANGED = frozenset(
+_VALUE_CHANGED = _names("""PATTERN_CHANGED MULTIPLE_OF_CHANGED DEPENDENCY_ARRAY_CHANGED""")
+_TYPE_CHANGED = _names(
     """TYPE_CHANGED TYPE_NARROWED COMBINED_TYPE_CHANGED COMBINED_TYPE_SUBSCHEMAS_CHANGED
-    ENUM_ARRAY_CHANGED""".split()
+    ENUM_ARRAY_CHANGED"""
 )
-_TYPE_EXTENDED = frozenset(
-    "DEPENDENCY_ARRAY_EXTENDED PRODUCT_TYPE_EXTENDED SUM_TYPE_EXTENDED NOT_TYPE_EXTENDED".split()
+_TYPE_EXTENDED = _names(
+    """DEPENDENCY_ARRAY_EXTENDED PRODUCT_TYPE_EXTENDED SUM_TYPE_EXTENDED NOT_TYPE_EXTENDED"""
 )
 
 
@@ -90,9 +101,13 @@ def describe(error_type: str, path: str) -> str:
     if error_type in _KEYWORD_ADDED_OR_REMOVED:
         return f"The keyword at path '{path}' in the %s schema is not present in the %s schema"
     if error_type in _VALUE_INCREASED:
-        return f"The value at path '{path}' in the %s schema is more than its value in the %s schema"
+        return (
+            f"The value at path '{path}' in the %s schema is more than its value in the %s schema"
+        )
     if error_type in _VALUE_DECREASED:
-        return f"The value at path '{path}' in the %s schema is less than its value in the %s schema"
+        return (
+            f"The value at path '{path}' in the %s schema is less than its value in the %s schema"
+        )
     if error_type in _VALUE_CHANGED:
         return f"The value at path '{path}' is different between the %s and %s schema"
     if error_type in _TYPE_NARROWED:
@@ -117,7 +132,10 @@ def describe(error_type: str, path: str) -> str:
             "The %s schema has an unopen content model and has a required property at path "
             f"'{path}' which is missing in the %s schema"
         )
-    if error_type in ("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"):
+    if error_type in (
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+        "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+    ):
         return (
             "The %s schema has a closed content model and is missing a property or item "
             f"present at path '{path}' in the %s schema"
@@ -515,9 +533,12 @@ def _combined_diff(ctx: _Context, original: _Node, update: _Node) -> None:
     o_crit, o_subs = _combined(original.value)
     u_crit, u_subs = _combined(update.value)
     if o_crit != u_crit:
-        if u_crit == "anyOf" or (u_crit == "oneOf" and len(o_subs) == 1):
-            ctx.add("COMBINED_TYPE_EXTENDED")
-        elif u_crit == "allOf" and len(o_subs) == 1 and len(u_subs) == 1:
+        singletons = len(o_subs) == 1, len(u_subs) == 1
+        if (
+            u_crit == "anyOf"
+            or (u_crit == "oneOf" and singletons[0])
+            or (u_crit == "allOf" and all(singletons))
+        ):
             ctx.add("COMBINED_TYPE_EXTENDED")
         else:
             ctx.add("COMBINED_TYPE_CHANGED")
@@ -736,7 +757,9 @@ def _array(ctx: _Context, original: _Node, update: _Node) -> None:
     _bounds(ctx, o, u, "maxItems", "MAX_ITEMS", "INCREASED")
     _bounds(ctx, o, u, "minItems", "MIN_ITEMS", "INCREASED")
     if bool(o.get("uniqueItems")) != bool(u.get("uniqueItems")):
-        ctx.add("UNIQUE_ITEMS_REMOVED" if o.get("uniqueItems") else "UNIQUE_ITEMS_ADDED", "uniqueItems")
+        ctx.add(
+            "UNIQUE_ITEMS_REMOVED" if o.get("uniqueItems") else "UNIQUE_ITEMS_ADDED", "uniqueItems"
+        )
 
 
 def _tuple_item(ctx: _Context, change: str, item: _Node, other: _Node, removed: bool) -> None:
@@ -770,7 +793,9 @@ def reader_errors(reader: Any, writer: Any) -> list[Problem]:
     merged = JsonSchema(reader.document, writer.references + reader.references, reader.text)
     ctx = _Context(_Resolver(merged), [], set())
     try:
-        _compare(ctx, _Node(writer.document, writer.document), _Node(reader.document, reader.document))
+        _compare(
+            ctx, _Node(writer.document, writer.document), _Node(reader.document, reader.document)
+        )
     except RecursionError:
         return [Problem("TYPE_CHANGED", describe("TYPE_CHANGED", "#/"))]
     return [
@@ -780,4 +805,11 @@ def reader_errors(reader: Any, writer: Any) -> list[Problem]:
     ]
 
 
-__all__ = ["COMPATIBLE_CHANGES", "JsonSchema", "describe", "format_problem", "parse", "reader_errors"]
+__all__ = [
+    "COMPATIBLE_CHANGES",
+    "JsonSchema",
+    "describe",
+    "format_problem",
+    "parse",
+    "reader_errors",
+]
