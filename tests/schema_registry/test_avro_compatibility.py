@@ -828,7 +828,7 @@ def test_json_message_as_confluent_words_it() -> None:
     assert messages[0] == (
         '{errorType:"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", description:"The new schema has an '
         "open content model and has a property or item at path '#/properties/b' which is "
-        'missing in the old schema"}'
+        "missing in the old schema'}"
     )
 
 

@@ -16,7 +16,8 @@ removed in open, closed and partially open content models, `required`, `addition
 matched by a maximum bipartite matching) and `not`.
 
 `canonical()` is the document as compact JSON with its key order kept (Jackson's output);
-`normalized()` also sorts object keys and `required` lists.
+`normalized()` also sorts the keys of every object, as Confluent re-reads it for
+`normalize=true`.
 """
 
 from __future__ import annotations
@@ -160,9 +161,10 @@ def describe(error_type: str, path: str) -> str:
 
 
 def format_problem(problem: Problem, reader: str, writer: str) -> str:
-    """A JSON Schema finding as Confluent words it (double quotes, no additional info)."""
+    """A JSON Schema finding as Confluent words it: double quotes, no additional info, and
+    the description closed by `'}` (sic)."""
     description = problem.description.replace("%s", reader, 1).replace("%s", writer, 1)
-    return f'{{errorType:"{problem.error_type}", description:"{description}"}}'
+    return f'{{errorType:"{problem.error_type}", description:"{description}\'}}'
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,16 +192,11 @@ def _compact(value: Any) -> str:
 _VALUE_KEYWORDS = frozenset(("enum", "const", "default", "examples"))
 
 
-def _normalize(value: Any, key: str = "") -> Any:
-    if key in _VALUE_KEYWORDS:
-        return value
+def _normalize(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _normalize(value[k], k) for k in sorted(value)}
+        return {k: _normalize(value[k]) for k in sorted(value)}
     if isinstance(value, list):
-        items = [_normalize(v) for v in value]
-        if key == "required" and all(isinstance(v, str) for v in items):
-            return sorted(items)
-        return items
+        return [_normalize(v) for v in value]
     return value
 
 
@@ -325,6 +322,8 @@ def _kind(value: Any) -> str:
             return "combined"
     if isinstance(value.get("type"), list):
         return "combined" if len(value["type"]) != 1 else _type_kind(value["type"][0])
+    if ("enum" in value or "const" in value) and isinstance(value.get("type"), str):
+        return "combined"
     if "enum" in value:
         return "enum"
     if "const" in value:
@@ -352,6 +351,12 @@ def _combined(value: dict[str, Any]) -> tuple[str, list[Any]]:
     for combiner in _COMBINERS:
         if combiner in value:
             return combiner, list(value[combiner])
+    if "enum" in value or "const" in value:
+        # A type with an enum or const is both at once (allOf the two).
+        value_keys = ("enum", "const")
+        typed = {k: v for k, v in value.items() if k not in value_keys}
+        values = {k: v for k, v in value.items() if k in value_keys}
+        return "allOf", [typed, values]
     # "type": [a, b] is anyOf the single-type schemas with the same keywords.
     rest = {k: v for k, v in value.items() if k != "type"}
     return "anyOf", [{**rest, "type": t} for t in value["type"]]
@@ -425,13 +430,21 @@ def _compare(ctx: _Context, original: _Node | None, update: _Node | None) -> Non
                     ctx.add("SUM_TYPE_EXTENDED")
                     return
     elif o_kind == "combined" and u_kind != "combined":
-        _, subs = _combined(original.value)
+        criterion, subs = _combined(original.value)
         if len(subs) == 1:
             sub = ctx.sub()
             _compare(sub, _Node(subs[0], original.root), update)
             if sub.compatible():
                 ctx.diffs.extend(sub.diffs)
                 return
+        elif criterion == "allOf":
+            for candidate in subs:
+                sub = ctx.sub()
+                _compare(sub, _Node(candidate, original.root), update)
+                if sub.compatible():
+                    ctx.diffs.extend(sub.diffs)
+                    ctx.add("PRODUCT_TYPE_NARROWED")
+                    return
     if o_kind != u_kind:
         if o_kind == "false" or u_kind == "empty":
             return
@@ -456,12 +469,12 @@ def _compare(ctx: _Context, original: _Node | None, update: _Node | None) -> Non
             _enum(ctx, list(o["enum"]), list(u["enum"]))
         elif o_kind == "const":
             if o["const"] != u["const"]:
-                _enum(ctx, [o["const"]], [u["const"]])
+                ctx.add("ENUM_ARRAY_CHANGED", "const")
         elif o_kind == "not":
-            if o["not"] != u["not"]:
+            with ctx.enter("not"):
                 sub = ctx.sub()
-                with sub.enter("not"):
-                    _compare(sub, _Node(u["not"], update.root), _Node(o["not"], original.root))
+                # The wrapped schemas swap sides: what must not match may only grow.
+                _compare(sub, _Node(u["not"], update.root), _Node(o["not"], original.root))
                 ctx.add("NOT_TYPE_NARROWED" if sub.compatible() else "NOT_TYPE_EXTENDED")
         elif o_kind == "combined":
             _combined_diff(ctx, original, update)
@@ -512,9 +525,9 @@ def _number(ctx: _Context, o: Any, u: Any) -> None:
             ctx.add("MULTIPLE_OF_CHANGED", "multipleOf")
     old_int, new_int = o.get("type") == "integer", u.get("type") == "integer"
     if old_int and not new_int:
-        ctx.add("TYPE_EXTENDED", "type")
+        ctx.add("TYPE_EXTENDED")
     elif new_int and not old_int:
-        ctx.add("TYPE_NARROWED", "type")
+        ctx.add("TYPE_NARROWED")
 
 
 def _enum(ctx: _Context, old: list[Any], new: list[Any]) -> None:
@@ -533,11 +546,12 @@ def _combined_diff(ctx: _Context, original: _Node, update: _Node) -> None:
     o_crit, o_subs = _combined(original.value)
     u_crit, u_subs = _combined(update.value)
     if o_crit != u_crit:
-        singletons = len(o_subs) == 1, len(u_subs) == 1
+        o_single, u_single = len(o_subs) == 1, len(u_subs) == 1
         if (
             u_crit == "anyOf"
-            or (u_crit == "oneOf" and singletons[0])
-            or (u_crit == "allOf" and all(singletons))
+            or (o_single and u_single)
+            or (o_single and u_crit == "oneOf")
+            or (u_single and o_crit == "allOf")
         ):
             ctx.add("COMBINED_TYPE_EXTENDED")
         else:
@@ -548,7 +562,7 @@ def _combined_diff(ctx: _Context, original: _Node, update: _Node) -> None:
     if len(o_unique) < len(u_unique):
         ctx.add("PRODUCT_TYPE_EXTENDED" if u_crit == "allOf" else "SUM_TYPE_EXTENDED")
     elif len(o_unique) > len(u_unique):
-        ctx.add("PRODUCT_TYPE_NARROWED" if u_crit == "allOf" else "SUM_TYPE_NARROWED")
+        ctx.add("PRODUCT_TYPE_NARROWED" if o_crit == "allOf" else "SUM_TYPE_NARROWED")
     edges: dict[int, dict[int, list[tuple[str, str]]]] = {}
     for i, o_sub in enumerate(o_unique):
         with ctx.enter(f"{o_crit}/{i}"):
