@@ -15,6 +15,10 @@ report them differently:
   (type names upper case, enum symbols as `[A, B]`); the Python port of that checker keeps
   messages and locations in unordered sets, so it cannot give them per incompatibility.
 
+`normalized()` is what Confluent stores under `normalize=true`: the same rendering with
+other attributes sorted (a valid logical type's attributes first), aliases sorted and empty
+docs of named types dropped.
+
 Descriptions carry `%s` where Confluent puts the words "new"/"old" (first: the reader,
 second: the writer); `compatibility.check` fills them in.
 """
@@ -179,6 +183,37 @@ class _Parser:
         return result
 
 
+# Logical types Avro Java recognises, by the types they may annotate.
+_LOGICAL_TYPES = {
+    "decimal": ("bytes", "fixed"),
+    "uuid": ("string", "fixed"),
+    "date": ("int",),
+    "time-millis": ("int",),
+    "time-micros": ("long",),
+    "timestamp-millis": ("long",),
+    "timestamp-micros": ("long",),
+    "timestamp-nanos": ("long",),
+    "local-timestamp-millis": ("long",),
+    "local-timestamp-micros": ("long",),
+    "local-timestamp-nanos": ("long",),
+    "duration": ("fixed",),
+}
+
+
+def _logical_keys(node: Node, props: dict[str, Any]) -> tuple[str, ...]:
+    logical = props.get("logicalType")
+    if not isinstance(logical, str) or node.type not in _LOGICAL_TYPES.get(logical, ()):
+        return ()
+    if logical != "decimal":
+        return ("logicalType",)
+    keys = ["logicalType"]
+    if isinstance(props.get("precision"), int):
+        keys.append("precision")
+        if props.get("scale"):
+            keys.append("scale")
+    return tuple(keys)
+
+
 def _props(value: dict[str, Any], reserved: frozenset[str]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k not in reserved}
 
@@ -243,13 +278,14 @@ class _Writer:
         if node.type in PRIMITIVES:
             if not node.props:
                 return node.type
-            return {"type": node.type, **self._extras(node.props)}
+            return {"type": node.type, **self._extras(node.props, node)}
         if node.type == "union":
             return [self.tree(b) for b in node.branches]
         if node.type in ("array", "map"):
             assert node.items is not None
             key = "items" if node.type == "array" else "values"
-            return {"type": node.type, key: self.tree(node.items), **self._extras(node.props)}
+            extras = self._extras(node.props, node)
+            return {"type": node.type, key: self.tree(node.items), **extras}
         if node.fullname in self.known:
             return self._name_ref(node)
         self.known.add(node.fullname)
@@ -262,7 +298,7 @@ class _Writer:
             out["namespace"] = ""
         saved, self.space = self.space, node.namespace
         try:
-            if node.doc is not None:
+            if node.doc is not None and not (self.sort_extras and node.doc == ""):
                 out["doc"] = node.doc
             if node.type == "record":
                 out["fields"] = [self._field(f) for f in node.fields]
@@ -272,7 +308,7 @@ class _Writer:
                     out["default"] = node.enum_default
             else:
                 out["size"] = node.size
-            out.update(self._extras(node.props))
+            out.update(self._extras(node.props, node))
             if node.aliases:
                 aliases = [self._relative(a, node.namespace) for a in node.aliases]
                 out["aliases"] = sorted(aliases) if self.sort_extras else aliases
@@ -293,8 +329,15 @@ class _Writer:
         out.update(self._extras(f.props))
         return out
 
-    def _extras(self, props: dict[str, Any]) -> dict[str, Any]:
-        return dict(sorted(props.items())) if self.sort_extras else props
+    def _extras(self, props: dict[str, Any], node: Node | None = None) -> dict[str, Any]:
+        """Other attributes: as given; normalized, a valid logical type's attributes first
+        and the rest sorted (Confluent's normalize writes them so)."""
+        if not self.sort_extras:
+            return props
+        first = _logical_keys(node, props) if node is not None else ()
+        out = {k: props[k] for k in first}
+        out.update((k, v) for k, v in sorted(props.items()) if k not in out)
+        return out
 
     def _name_ref(self, node: Node) -> str:
         if node.namespace is not None and node.namespace == self.space:
