@@ -1015,3 +1015,35 @@ def test_avro_normalized_form_sorts_aliases_and_drops_empty_docs() -> None:
         '{"type":"record","name":"R","fields":[{"name":"f","type":"int","aliases":["x","y"]}],'
         '"aliases":["a","b"]}'
     )
+
+
+def _nested_any_of(depth: int, width: int, salt: int) -> Any:
+    if depth == 0:
+        return {"type": "string", "maxLength": salt}
+    return {"anyOf": [_nested_any_of(depth - 1, width, salt + i) for i in range(width)]}
+
+
+def test_json_comparison_of_huge_combinations_is_refused_not_computed() -> None:
+    # 6^4 subschemas a side: comparing every pair would take the broker's thread for
+    # many seconds, so the check stops after a bounded number of comparisons and refuses.
+    old = parse_json(_nested_any_of(4, 6, 0))
+    new = parse_json(_nested_any_of(4, 6, 1))
+    problems = JSON.reader_errors(new, old)
+    assert [p.error_type for p in problems] == ["TYPE_CHANGED"]
+
+
+def test_recursive_json_schemas_compare() -> None:
+    old = JSON.parse(
+        '{"type":"object","properties":{"next":{"$ref":"#"},"v":{"type":"string"}}}', []
+    )
+    new = JSON.parse(
+        '{"type":"object","properties":{"next":{"$ref":"#"},"v":{"type":"integer"}}}', []
+    )
+    assert JSON.reader_errors(old, old) == []
+    assert [p.error_type for p in JSON.reader_errors(new, old)] == ["TYPE_CHANGED"]
+
+
+def test_deeply_nested_avro_is_refused() -> None:
+    deep = '{"type":"array","items":' * 600 + '"int"' + "}" * 600
+    with pytest.raises(InvalidSchema):
+        AVRO.parse(deep, [])

@@ -38,6 +38,7 @@ from minibroker.schema_registry.schemas import InvalidSchema, Problem
 
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 NAMED = ("record", "error", "enum", "fixed")
+_TYPE_NAMES = frozenset((*PRIMITIVES, "record", "enum", "array", "map", "union", "fixed"))
 # Attributes with a meaning of their own; everything else is kept as a property.
 _SCHEMA_RESERVED = frozenset(
     ("doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type", "aliases")
@@ -340,8 +341,10 @@ class _Writer:
         return out
 
     def _name_ref(self, node: Node) -> str:
+        # Java writes the full name outside the current namespace, and for names that are
+        # also type names.
         if node.namespace is not None and node.namespace == self.space:
-            return node.name if node.name not in PRIMITIVES else node.fullname
+            return node.name if node.name not in _TYPE_NAMES else node.fullname
         return node.fullname
 
     @staticmethod
@@ -414,8 +417,11 @@ def parse(
     except RecursionError as exc:
         raise InvalidSchema("Schema nested too deeply") from exc
     assert root is not None
-    canonical = _Writer(reference_names).render(root)
-    normalized = _Writer(reference_names, sort_extras=True).render(root)
+    try:
+        canonical = _Writer(reference_names).render(root)
+        normalized = _Writer(reference_names, sort_extras=True).render(root)
+    except RecursionError as exc:
+        raise InvalidSchema("Schema nested too deeply") from exc
     return AvroSchema(root, frozenset(reference_names), canonical, normalized)
 
 
@@ -568,7 +574,12 @@ def reader_errors(reader: Any, writer: Any) -> list[Problem]:
     """Why `reader` cannot read data written with `writer` ([] when it can)."""
     if not isinstance(reader, AvroSchema) or not isinstance(writer, AvroSchema):
         raise TypeError("AVRO schemas compare only with AVRO schemas")
-    return _Checker().compat(reader.root, writer.root, [])
+    try:
+        return _Checker().compat(reader.root, writer.root, [])
+    except RecursionError:
+        # Only schemas nested hundreds deep get here; refuse rather than guess.
+        info = "schema nested too deeply to compare"
+        return [Problem("TYPE_MISMATCH", _DESCRIPTIONS["TYPE_MISMATCH"].format(path="/"), info)]
 
 
 __all__ = ["AvroSchema", "parse", "reader_errors"]

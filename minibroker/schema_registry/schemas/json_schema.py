@@ -362,15 +362,36 @@ def _combined(value: dict[str, Any]) -> tuple[str, list[Any]]:
     return "anyOf", [{**rest, "type": t} for t in value["type"]]
 
 
+# Comparisons one check may make: combined schemas compare every pair of subschemas, so a
+# hostile pair of schemas could otherwise keep the broker's thread busy for minutes.
+MAX_COMPARISONS = 10_000
+
+
+class _TooComplex(Exception):
+    pass
+
+
 class _Context:
-    def __init__(self, resolver: _Resolver, path: list[str], active: set[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        resolver: _Resolver,
+        path: list[str],
+        active: set[tuple[int, int]],
+        budget: list[int],
+    ) -> None:
         self.resolver = resolver
         self.path = list(path)
         self.active = active  # pairs being compared up the stack (recursive schemas)
+        self.budget = budget  # comparisons left, shared by every subcontext
         self.diffs: list[tuple[str, str]] = []
 
     def sub(self) -> _Context:
-        return _Context(self.resolver, self.path, self.active)
+        return _Context(self.resolver, self.path, self.active, self.budget)
+
+    def spend(self) -> None:
+        self.budget[0] -= 1
+        if self.budget[0] < 0:
+            raise _TooComplex
 
     @contextmanager
     def enter(self, *parts: str) -> Iterator[None]:
@@ -408,6 +429,7 @@ def _compare(ctx: _Context, original: _Node | None, update: _Node | None) -> Non
     if update is None:
         ctx.add("SCHEMA_REMOVED")
         return
+    ctx.spend()
     original, update = _deref(ctx, original), _deref(ctx, update)
     key = (id(original.value), id(update.value))
     if key in ctx.active:
@@ -805,12 +827,13 @@ def reader_errors(reader: Any, writer: Any) -> list[Problem]:
         raise TypeError("JSON schemas compare only with JSON schemas")
     # One resolver over both schemas' references: a $ref resolves in its own document.
     merged = JsonSchema(reader.document, writer.references + reader.references, reader.text)
-    ctx = _Context(_Resolver(merged), [], set())
+    ctx = _Context(_Resolver(merged), [], set(), [MAX_COMPARISONS])
     try:
         _compare(
             ctx, _Node(writer.document, writer.document), _Node(reader.document, reader.document)
         )
-    except RecursionError:
+    except (RecursionError, _TooComplex, InvalidSchema):
+        # Too deep or too many combinations to compare: refused rather than guessed.
         return [Problem("TYPE_CHANGED", describe("TYPE_CHANGED", "#/"))]
     return [
         Problem(error_type, describe(error_type, path))
