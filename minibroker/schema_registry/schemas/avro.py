@@ -26,6 +26,7 @@ second: the writer); `compatibility.check` fills them in.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -393,7 +394,11 @@ def parse(
     avro_names = avro.name.Names()
     for document, _ in documents:
         try:
-            avro.schema.make_avsc_object(document, avro_names)
+            with warnings.catch_warnings():
+                # Unknown or invalid logical types are kept as attributes, as in Java;
+                # the library's warnings about them would only fill the broker's log.
+                warnings.simplefilter("ignore")
+                avro.schema.make_avsc_object(document, avro_names)
         except (avro.errors.AvroException, ValueError, TypeError, KeyError) as exc:
             raise InvalidSchema(str(exc) or type(exc).__name__) from exc
         except RecursionError as exc:
