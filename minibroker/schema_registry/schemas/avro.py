@@ -383,8 +383,9 @@ def parse(
 ) -> AvroSchema:
     """Parse an AVRO schema whose references (name, text) are given dependencies first.
 
-    `validate_defaults` is what Confluent does for a schema being registered; schemas read
-    back from the log are parsed with it off, as the Java registry does."""
+    `validate_defaults` (field defaults must match their types, a union's its first branch)
+    is what Confluent does for a schema being registered; the Java registry parses schemas
+    it reads back from `_schemas` with it off."""
     documents = []
     for ref_name, ref_text in references:
         documents.append((_load(ref_text, f"reference {ref_name}"), True))
