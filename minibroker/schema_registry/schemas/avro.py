@@ -589,3 +589,8 @@ def reader_errors(reader: Any, writer: Any) -> list[Problem]:
 
 
 __all__ = ["AvroSchema", "parse", "reader_errors"]
+
+
+def parse_stored(text: str, references: Sequence[tuple[str, str]] = ()) -> AvroSchema:
+    """A stored schema: field defaults are not checked again, as the Java registry reads them."""
+    return parse(text, references, validate_defaults=False)

@@ -850,3 +850,6 @@ __all__ = [
     "parse",
     "reader_errors",
 ]
+
+
+parse_stored = parse  # nothing is checked on registration that a stored schema could fail
