@@ -226,8 +226,13 @@ class Cluster(RunsInThread):
         ]
         if not plaintext:
             raise ValueError("the Schema Registry needs a PLAINTEXT listener to reach the broker")
-        from minibroker.schema_registry.service import SchemaRegistry  # only when asked for
-        from minibroker.schema_registry.store import DEFAULT_TOPIC
+        try:  # imported only when asked for
+            from minibroker.schema_registry.service import SchemaRegistry
+            from minibroker.schema_registry.store import DEFAULT_TOPIC
+        except ImportError as exc:
+            raise RuntimeError(
+                f"the Schema Registry needs {exc.name}: pip install 'minibroker[schema-registry]'"
+            ) from exc
 
         if self.state.topics.get(DEFAULT_TOPIC) is None:  # made here: quicker than an admin client
             self.state.topics.create(DEFAULT_TOPIC, 1, configs={"cleanup.policy": "compact"})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -29,7 +29,7 @@ class SchemasTopic:
     def __init__(
         self,
         bootstrap_servers: str,
-        apply: Callable[[bytes, bytes | None], None],
+        apply: Callable[[list[Record]], Awaitable[None]],
         *,
         topic: str = DEFAULT_TOPIC,
         client_config: dict[str, Any] | None = None,
@@ -109,11 +109,10 @@ class SchemasTopic:
         try:
             while True:
                 batches = await self._consumer.getmany(self._partition, timeout_ms=500)
-                for message in batches.get(self._partition, []):
-                    if message.key is not None:
-                        self._apply(message.key, message.value)
-                    self.position = message.offset + 1
-                if batches:
+                messages = batches.get(self._partition, [])
+                if messages:
+                    await self._apply([(m.key, m.value) for m in messages if m.key is not None])
+                    self.position = messages[-1].offset + 1
                     self._moved.set()
                     self._moved = asyncio.Event()
         except asyncio.CancelledError:
