@@ -535,7 +535,13 @@ def test_compatibility_checks(client: SchemaRegistryClient, http: RawHttp) -> No
     assert verbose.status_code == 200
     body = verbose.json()
     assert body["is_compatible"] is False
-    assert body["messages"] and all(isinstance(line, str) for line in body["messages"])
+    messages = body["messages"]
+    assert messages and all(isinstance(line, str) for line in messages)
+    # Confluent's lines: the difference (AvroSchema's Difference), then the version it
+    # was found against (SchemaValidatorBuilder) and the level (AbstractSchemaRegistry).
+    assert any(line.startswith("{errorType:'TYPE_MISMATCH'") for line in messages), messages
+    assert "{oldSchemaVersion: 1}" in messages
+    assert "{validateFields: 'false', compatibility: 'BACKWARD'}" in messages
 
     good = http.post(
         f"/compatibility/subjects/{subject}/versions/1?verbose=true", json_body={"schema": USER_V2}
