@@ -405,8 +405,8 @@ def test_unknown_routes_and_methods_get_confluent_bodies(registry: Registry) -> 
             assert answer.headers["content-type"].startswith(
                 "application/vnd.schemaregistry.v1+json"
             )
-    answer = _exchange(registry, b"BREW /subjects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    _assert_refused_or_closed(answer, 400, 405, 501)
+    brewed = _exchange(registry, b"BREW /subjects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    _assert_refused_or_closed(brewed, 400, 405, 501)
     _assert_still_serving(registry)
 
 

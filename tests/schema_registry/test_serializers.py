@@ -25,7 +25,11 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import (  # type: ignore[import-untyped]
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+)
 
 from minibroker import Broker
 from minibroker.testing.clients import KafkaHelper
@@ -177,7 +181,7 @@ def test_avro_with_a_reference(registry: Registry) -> None:
     assert data is not None
 
     registered = client.get_latest_version(f"{topic}-value")
-    assert [(r.name, r.subject, r.version) for r in registered.schema.references] == [
+    assert [(r.name, r.subject, r.version) for r in registered.schema.references or []] == [
         ("com.acme.Address", address_subject, 1)
     ]
     (received,) = registry.through_topic(topic, [data])
@@ -362,7 +366,7 @@ def test_protobuf_round_trip_with_a_dependency(registry: Registry, protobuf_serd
 
     # The dependency went in under its file name, and the schema names it as a reference.
     registered = client.get_latest_version(f"{topic}-value")
-    assert [(r.name, r.subject, r.version) for r in registered.schema.references] == [
+    assert [(r.name, r.subject, r.version) for r in registered.schema.references or []] == [
         (f"{package}/address.proto", f"{package}/address.proto", 1)
     ]
     assert registered.schema.schema_type == "PROTOBUF"
@@ -455,7 +459,7 @@ def test_json_schema_with_a_reference(registry: Registry, json_serde: Any) -> No
     )
     assert data is not None
     registered = client.get_latest_version(f"{topic}-value")
-    assert [(r.name, r.subject, r.version) for r in registered.schema.references] == [
+    assert [(r.name, r.subject, r.version) for r in registered.schema.references or []] == [
         ("address.json", address_subject, 1)
     ]
     (received,) = registry.through_topic(topic, [data])
