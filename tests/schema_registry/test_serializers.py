@@ -380,10 +380,22 @@ def test_protobuf_round_trip_with_a_dependency(registry: Registry, protobuf_serd
     assert (back.name, back.age, back.home.city) == ("ada", 36, "London")
 
 
+LEVELS = [
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+]
+
+
+@pytest.mark.parametrize("level", [*LEVELS, "NONE"])
 def test_protobuf_incompatible_evolution_is_refused(
-    registry: Registry, protobuf_serde: Any
+    registry: Registry, protobuf_serde: Any, level: str
 ) -> None:
     topic = _topic("proto-evolve")
+    registry.client().set_compatibility(f"{topic}-value", level)
     package = f"evolve{uuid.uuid4().hex[:6]}"
 
     def version(kind: int) -> Any:
@@ -396,11 +408,13 @@ def test_protobuf_incompatible_evolution_is_refused(
         as_string(n="x"), _value(topic)
     )
     # A field's scalar kind changed from string to int32: Confluent's
-    # FIELD_SCALAR_KIND_CHANGED, incompatible both ways.
+    # FIELD_SCALAR_KIND_CHANGED, incompatible both ways, so refused at every level but NONE.
+    retyped = protobuf_serde.ProtobufSerializer(as_int, registry.client(), conf)
+    if level == "NONE":
+        assert retyped(as_int(n=1), _value(topic))
+        return
     with pytest.raises(SchemaRegistryError) as raised:
-        protobuf_serde.ProtobufSerializer(as_int, registry.client(), conf)(
-            as_int(n=1), _value(topic)
-        )
+        retyped(as_int(n=1), _value(topic))
     assert raised.value.http_status_code == 409
     assert raised.value.error_code in INCOMPATIBLE, str(raised.value)
 
@@ -467,14 +481,23 @@ def test_json_schema_with_a_reference(registry: Registry, json_serde: Any) -> No
     assert deserializer(received, _value(topic)) == {"name": "ada", "home": {"city": "London"}}
 
 
-def test_json_schema_incompatible_evolution_is_refused(registry: Registry, json_serde: Any) -> None:
+@pytest.mark.parametrize("level", [*LEVELS, "NONE"])
+def test_json_schema_incompatible_evolution_is_refused(
+    registry: Registry, json_serde: Any, level: str
+) -> None:
     topic = _topic("json-evolve")
+    registry.client().set_compatibility(f"{topic}-value", level)
     retyped = {**ITEM, "properties": {"sku": {"type": "integer"}, "count": {"type": "integer"}}}
     assert json_serde.JSONSerializer(json.dumps(ITEM), registry.client())(
         {"sku": "a"}, _value(topic)
     )
-    # A property's type changed from string to integer: Confluent's TYPE_CHANGED.
+    # A property's type changed from string to integer: Confluent's TYPE_CHANGED, refused
+    # both ways, so at every level but NONE.
+    serializer = json_serde.JSONSerializer(json.dumps(retyped), registry.client())
+    if level == "NONE":
+        assert serializer({"sku": 1}, _value(topic))
+        return
     with pytest.raises(SchemaRegistryError) as raised:
-        json_serde.JSONSerializer(json.dumps(retyped), registry.client())({"sku": 1}, _value(topic))
+        serializer({"sku": 1}, _value(topic))
     assert raised.value.http_status_code == 409
     assert raised.value.error_code in INCOMPATIBLE, str(raised.value)
