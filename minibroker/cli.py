@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "proxy", *TOOLS],
+        choices=["serve", "proxy", "schema-registry", *TOOLS],
         help="what to do: serve (the default) runs the broker; proxy records a Kafka's "
         f"traffic; {', '.join(TOOLS)} talk to any Kafka (minibroker COMMAND --help)",
     )
@@ -225,6 +225,7 @@ def _commands() -> list[tuple[str, str]]:
     listed = [
         ("serve", "run the broker until interrupted (the default)"),
         ("proxy", "forward to a Kafka and write its traffic, decoded, as JSON lines"),
+        ("schema-registry", "serve a Schema Registry on any Kafka's _schemas topic"),
     ]
     for action in tools_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -371,6 +372,11 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any], brokers: in
                 f"{host_port(node.advertised_host, node.port)}",
                 flush=True,
             )
+    if broker.config.serves_schema_registry:
+        print(
+            f"minibroker schema registry, schema.registry.url={broker.schema_registry_url}",
+            flush=True,
+        )
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
     await stop.wait()
     await broker.stop()
@@ -450,10 +456,55 @@ def proxy_main(argv: list[str]) -> int:
     return asyncio.run(_proxy(args))
 
 
+def _schema_registry_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="minibroker schema-registry",
+        description="Serve a Confluent-compatible Schema Registry whose schemas live in the "
+        "_schemas topic of the Kafka at --bootstrap-server (minibroker or any Kafka). Two "
+        "registries on one topic serve the same schemas and ids.",
+        epilog="Example: minibroker schema-registry --bootstrap-server localhost:9092 --port 8081",
+    )
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port", type=_int_from(0, 65535), default=0, help="port (default: a free one)"
+    )
+    parser.add_argument("--topic", default="_schemas", help="the topic schemas are kept in")
+    parser.add_argument("--log-level", default="WARNING", type=str.upper)
+    return parser
+
+
+async def _schema_registry(args: argparse.Namespace) -> int:
+    from minibroker.schema_registry.service import SchemaRegistry
+
+    registry = SchemaRegistry(args.bootstrap_server, args.host, args.port, topic=args.topic)
+    stop = _stop_on_signals()
+    try:
+        await registry.start()
+    except Exception as exc:  # no Kafka there, or the port is taken
+        await registry.stop()
+        print(f"minibroker schema-registry: {exc}", file=sys.stderr)
+        return 2
+    print(f"minibroker schema registry, schema.registry.url={registry.url}", flush=True)
+    await stop.wait()
+    await registry.stop()
+    return 0
+
+
+def schema_registry_main(argv: list[str]) -> int:
+    args = _schema_registry_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return asyncio.run(_schema_registry(args))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["proxy"]:
         return proxy_main(argv[1:])
+    if argv[:1] == ["schema-registry"]:
+        return schema_registry_main(argv[1:])
     if argv[:1] and argv[0] in TOOLS:
         from minibroker.commands import main as tool_main
 

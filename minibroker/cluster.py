@@ -20,9 +20,9 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from minibroker.config import BrokerConfig, Listener
+from minibroker.config import PLAINTEXT, BrokerConfig, Listener
 from minibroker.dispatch import RequestRecord
 from minibroker.faults import Faults
 from minibroker.housekeeping import Housekeeping
@@ -38,6 +38,9 @@ from minibroker.state.credentials import read_users_file
 from minibroker.state.share_groups import ShareGroupView, share_group_view
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
+
+if TYPE_CHECKING:
+    from minibroker.schema_registry.service import SchemaRegistry
 
 log = logging.getLogger("minibroker")
 T = TypeVar("T")
@@ -95,6 +98,7 @@ class Cluster(RunsInThread):
         self._data_dir: DataDir | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._record_file: TextIO | None = None  # record_requests(to=...)
+        self._schema_registry: SchemaRegistry | None = None
         self._recorded_lines = 0
 
     @staticmethod
@@ -180,6 +184,8 @@ class Cluster(RunsInThread):
 
             self._on_advance = wake_timers
             self.state.clock.on_advance.append(self._on_advance)
+            if self.config.serves_schema_registry and self._schema_registry is None:
+                await self._start_schema_registry()
         except BaseException:
             for node in started:
                 await node.stop()
@@ -197,6 +203,9 @@ class Cluster(RunsInThread):
             self._running = False
             with contextlib.suppress(ValueError):
                 self.state.clock.on_advance.remove(self._on_advance)
+            if self._schema_registry is not None:
+                await self._schema_registry.stop()
+                self._schema_registry = None
             await self._housekeeping.stop()
             for node in self.nodes:
                 await node.stop()
@@ -208,6 +217,35 @@ class Cluster(RunsInThread):
             if self._data_dir is not None:
                 self._data_dir.close()
             self._close_record_file()
+
+    async def _start_schema_registry(self) -> None:
+        plaintext = [
+            listener.name
+            for listener in self.config.listener_list()
+            if listener.security_protocol == PLAINTEXT
+        ]
+        if not plaintext:
+            raise ValueError("the Schema Registry needs a PLAINTEXT listener to reach the broker")
+        from minibroker.schema_registry.service import SchemaRegistry  # only when asked for
+
+        registry = SchemaRegistry(
+            self.bootstrap_servers_for(plaintext[0]),
+            self.config.host,
+            max(self.config.schema_registry_port, 0),
+            max_body_bytes=self.config.schema_registry_max_body_bytes,
+        )
+        await registry.start()
+        self._schema_registry = registry
+
+    @property
+    def schema_registry_url(self) -> str:
+        """http://HOST:PORT of the Schema Registry (`schema_registry=True`)."""
+        if self._schema_registry is None:
+            raise RuntimeError(
+                "no Schema Registry: start the broker with schema_registry=True "
+                "(or --schema-registry-port)"
+            )
+        return self._schema_registry.url
 
     def _open_data_dir(self) -> None:
         """Load the data directory (the first start) or take it again (a restart)."""

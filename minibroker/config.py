@@ -291,6 +291,18 @@ class BrokerConfig:
         },
     )
 
+    schema_registry: bool = _setting(
+        False,
+        "serve a Confluent-compatible Schema Registry over HTTP beside the broker "
+        "(its schemas kept in the _schemas topic)",
+    )
+    schema_registry_port: int = _setting(
+        -1, "port of the Schema Registry (0 picks a free one; -1: none unless schema_registry)"
+    )
+    schema_registry_max_body_bytes: int = _setting(
+        16 * 1024 * 1024, "a Schema Registry request body over this many bytes gets 413"
+    )
+
     log_retention_check_interval_ms: int = _setting(
         300_000,
         "how often topics give up what retention.ms and retention.bytes no longer keep "
@@ -440,6 +452,10 @@ class BrokerConfig:
             for f in fields(self)
             if f.name.startswith("group_share_")
         ]
+
+    @property
+    def serves_schema_registry(self) -> bool:
+        return self.schema_registry or self.schema_registry_port >= 0
 
     def super_user_list(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in (self.super_users or "").split(";") if p.strip())
@@ -602,6 +618,8 @@ LEAST_VALUES: Mapping[str, float] = {
     "log_flush_interval_ms": 1,
     "max_open_segment_files": 0,
     "log_cleaner_backoff_ms": 1,
+    "schema_registry_port": -1,
+    "schema_registry_max_body_bytes": 1,
 }
 
 
