@@ -226,13 +226,22 @@ class Cluster(RunsInThread):
         ]
         if not plaintext:
             raise ValueError("the Schema Registry needs a PLAINTEXT listener to reach the broker")
-        from minibroker.schema_registry.service import SchemaRegistry  # only when asked for
+        try:  # imported only when asked for
+            from minibroker.schema_registry.service import SchemaRegistry
+            from minibroker.schema_registry.store import DEFAULT_TOPIC
+        except ImportError as exc:
+            raise RuntimeError(
+                f"the Schema Registry needs {exc.name}: pip install 'minibroker[schema-registry]'"
+            ) from exc
 
+        if self.state.topics.get(DEFAULT_TOPIC) is None:  # made here: quicker than an admin client
+            self.state.topics.create(DEFAULT_TOPIC, 1, configs={"cleanup.policy": "compact"})
         registry = SchemaRegistry(
             self.bootstrap_servers_for(plaintext[0]),
             self.config.host,
             max(self.config.schema_registry_port, 0),
             max_body_bytes=self.config.schema_registry_max_body_bytes,
+            create_topic=False,
         )
         await registry.start()
         self._schema_registry = registry

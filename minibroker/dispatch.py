@@ -39,7 +39,12 @@ from minibroker.handlers.registry import (
 from minibroker.inspection import Recording
 from minibroker.protocol import messages
 from minibroker.state.cluster import ClusterState
-from minibroker.state.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from minibroker.state.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    quota_user,
+)
 from minibroker.state.sessions import Refused, Session
 
 log = logging.getLogger("minibroker.requests")
@@ -51,11 +56,6 @@ PRODUCE_KEY, FETCH_KEY = 0, 1
 QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})
 # Request-handling time as request_percentage counts it: 100 per second.
 NANOS_TO_PERCENT = 100 / 1e9
-
-
-def _user_of(principal: str) -> str:
-    """The user a quota names: the principal's name (User:alice -> alice)."""
-    return principal.partition(":")[2] or principal
 
 
 def _emptied_fetch(response: Any) -> Any:
@@ -384,7 +384,7 @@ class Dispatcher:
         if self.cluster.client_quotas.any and header.api_key not in QUOTA_EXEMPT_APIS:
             usage = QuotaUse(
                 session,
-                _user_of(session.principal),
+                quota_user(session.principal),
                 header.client_id or "",
                 decoded.size,
                 time.perf_counter_ns() - started,

@@ -43,7 +43,7 @@ from minibroker.protocol.fetch_response import (
 )
 from minibroker.protocol.messages import SplicedResponse
 from minibroker.state.log import CorruptBatch, PartitionLog
-from minibroker.state.quotas import CONSUMER_BYTE_RATE, WHOLE_MAX
+from minibroker.state.quotas import CONSUMER_BYTE_RATE, WHOLE_MAX, quota_user
 from minibroker.state.topics import Topic
 
 FIRST_TOPIC_ID_VERSION = 13
@@ -143,9 +143,8 @@ def _aborted(log: PartitionLog, offset: int, size: int) -> tuple[AbortedTransact
 
 
 def _quota_window_bytes(ctx: RequestContext) -> int:
-    principal = ctx.session.principal
     window = ctx.cluster.client_quotas.max_in_window(
-        CONSUMER_BYTE_RATE, principal.partition(":")[2] or principal, ctx.header.client_id or ""
+        CONSUMER_BYTE_RATE, quota_user(ctx.session.principal), ctx.header.client_id or ""
     )
     return WHOLE_MAX if window is None else max(1, int(window))
 

@@ -16,7 +16,8 @@ Rules (Confluent's, as clients rely on them):
   live schema references cannot be deleted (42206).
 - Two registries writing to one topic at once: the first record read for an id, or for a
   subject's version, wins; a later one that gives the id to another schema, or the
-  version to another id, is ignored, and the command that wrote it runs again.
+  version to another id, is ignored, and the command that wrote it runs again after
+  writing the winner's record once more (compaction keeps a key's last record).
 
 Commands validate against the state and answer either a `Reply` or a `Write`: records to
 append to the topic, and how to answer once they have been read back and applied.
@@ -171,6 +172,33 @@ class RegistryState:
             for versions in self.subjects.values()
             for entry in versions.values()
         )
+
+    def current_record(self, key: bytes) -> Record | None:
+        """The SCHEMA record that gives what the state holds for this key, or None.
+
+        A registry whose record lost a race writes this again, so that compaction, which
+        keeps the last record of a key, keeps the winner's.
+        """
+        parsed_key = rec.parse_key(key)
+        if parsed_key is None or parsed_key["keytype"] != rec.SCHEMA:
+            return None
+        subject, version = parsed_key.get("subject"), parsed_key.get("version")
+        if not isinstance(subject, str) or not isinstance(version, int):
+            return None
+        entry = self.subjects.get(subject, {}).get(version)
+        if entry is None:
+            return None
+        stored = self.schemas[entry.schema_id]
+        value = SchemaValue(
+            subject,
+            version,
+            stored.schema_id,
+            stored.schema_type,
+            stored.text,
+            stored.references,
+            entry.deleted,
+        )
+        return rec.schema_record(value)
 
     # --- reading ---
 

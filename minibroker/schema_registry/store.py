@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -29,12 +29,14 @@ class SchemasTopic:
     def __init__(
         self,
         bootstrap_servers: str,
-        apply: Callable[[bytes, bytes | None], None],
+        apply: Callable[[list[Record]], Awaitable[None]],
         *,
         topic: str = DEFAULT_TOPIC,
         client_config: dict[str, Any] | None = None,
+        create_topic: bool = True,
     ) -> None:
         self._bootstrap = bootstrap_servers
+        self._create = create_topic
         self._apply = apply
         self.topic = topic
         self._partition = TopicPartition(topic, 0)
@@ -51,7 +53,8 @@ class SchemasTopic:
         self._failure: BaseException | None = None
 
     async def start(self) -> None:
-        await self._create_topic()
+        if self._create:
+            await self._create_topic()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,
@@ -106,11 +109,10 @@ class SchemasTopic:
         try:
             while True:
                 batches = await self._consumer.getmany(self._partition, timeout_ms=500)
-                for message in batches.get(self._partition, []):
-                    if message.key is not None:
-                        self._apply(message.key, message.value)
-                    self.position = message.offset + 1
-                if batches:
+                messages = batches.get(self._partition, [])
+                if messages:
+                    await self._apply([(m.key, m.value) for m in messages if m.key is not None])
+                    self.position = messages[-1].offset + 1
                     self._moved.set()
                     self._moved = asyncio.Event()
         except asyncio.CancelledError:

@@ -92,6 +92,11 @@ class QuotaOp:
     remove: bool
 
 
+def quota_user(principal: str) -> str:
+    """The user a quota names: the principal's name (User:alice -> alice)."""
+    return principal.partition(":")[2] or principal
+
+
 def make_entity(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     """An entity from request pairs; a type named twice keeps its last name, as Kafka's
     request parsing does."""

@@ -35,7 +35,7 @@ def test_the_top_level_help_lists_each_command_in_a_line_and_the_common_options(
     text = _help(capsys, "--help")
     assert len(text.splitlines()) < 60
     listed = text.split("\ncommands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert [line.split()[0] for line in listed] == ["serve", "proxy", *COMMANDS]
+    assert [line.split()[0] for line in listed] == ["serve", "proxy", "schema-registry", *COMMANDS]
     for line in listed:
         assert len(line.split()) > 2, f"no description: {line!r}"
     for common in ("--port", "--host", "--topic", "--config", "--data-dir", "--help-all"):

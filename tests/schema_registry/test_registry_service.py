@@ -13,10 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from minibroker import Broker
+from minibroker.testing.backends import KafkaService
 
 _URL = re.compile(r"schema\.registry\.url=(\S+)")
 _READY = re.compile(r"listening, bootstrap\.servers=(\S+)")
@@ -139,3 +143,46 @@ def test_errors_are_confluent_error_bodies(schema_registry: str) -> None:
     with pytest.raises(SchemaRegistryError) as invalid:
         client.register_schema("bad-value", Schema('{"type":"record"}', "AVRO"))
     assert (invalid.value.http_status_code, invalid.value.error_code) == (422, 42201)
+
+
+@pytest.mark.parity
+def test_avro_records_round_trip_through_the_registry_and_a_topic(
+    schema_registry: str, kafka_broker: KafkaService
+) -> None:
+    """On Kafka too: the registry keeps its schemas in that Kafka's `_schemas` topic."""
+    topic = f"users-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic)
+    client = _client(schema_registry)
+    serialize = AvroSerializer(client, USER_V2)
+    deserialize = AvroDeserializer(client)
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    users = [{"name": "ann", "email": None}, {"name": "bob", "email": "bob@example.com"}]
+    for user in users:
+        producer.produce(topic, serialize(user, context))
+    assert producer.flush(10) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap_servers,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        read: list[object] = []
+        for _ in range(40):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                value = message.value() or b""
+                assert value[:1] == b"\x00"  # Confluent's framing: magic byte, then the id
+                assert (
+                    int.from_bytes(value[1:5], "big")
+                    == client.get_latest_version(f"{topic}-value").schema_id
+                )
+                read.append(deserialize(value, context))
+            if len(read) == len(users):
+                break
+    finally:
+        consumer.close()
+    assert read == users

@@ -91,6 +91,21 @@ def test_the_first_record_for_an_id_wins_and_the_loser_runs_again() -> None:
     assert register(state, "mine", STRING) == 2
 
 
+def test_the_loser_of_a_version_race_can_write_the_winners_record_again() -> None:
+    state = RegistryState()
+    winner = rec.schema_record(SchemaValue("s", 1, 1, "AVRO", LONG))
+    loser = rec.schema_record(SchemaValue("s", 1, 2, "AVRO", STRING))
+    state.apply(*winner)
+    state.apply(*loser)
+    assert run(state, "GET", "/subjects/s/versions/1").body["id"] == 1
+    assert state.current_record(loser[0]) == winner
+    # Compaction keeps only the last record of the key: written again, the winner's stays.
+    compacted = RegistryState()
+    compacted.apply(*winner)
+    assert run(compacted, "GET", "/subjects/s/versions/1").body["id"] == 1
+    assert state.current_record(b'{"keytype":"CONFIG","subject":null,"magic":0}') is None
+
+
 def test_a_referenced_version_cannot_be_deleted() -> None:
     state = RegistryState()
     register(state, "ref", RECORD)
