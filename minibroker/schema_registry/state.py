@@ -226,7 +226,8 @@ class RegistryState:
         if schema_id not in self._parsed:
             stored = self.schemas[schema_id]
             refs = self.resolve(stored.references, stored.schema_type)
-            self._parsed[schema_id] = schema_type(stored.schema_type).parse(stored.text, refs)
+            kind = schema_type(stored.schema_type)
+            self._parsed[schema_id] = kind.parse_stored(stored.text, refs)
         return self._parsed[schema_id]
 
     def resolve(

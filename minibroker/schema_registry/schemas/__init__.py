@@ -1,7 +1,8 @@
 """Schema types of the registry: parsing, canonical forms and reader/writer compatibility.
 
 Sans-IO. One module per type (avro.py, protobuf.py, json_schema.py), each exposing
-`parse(text, references) -> ParsedSchema` and `reader_errors(reader, writer) -> list[Problem]`
+`parse(text, references) -> ParsedSchema`, `parse_stored` (the same for schemas read back
+from the topic) and `reader_errors(reader, writer) -> list[Problem]`
 (an empty list: data written with `writer` can be read with `reader`).
 `references` are the schemas a schema names, already resolved by the registry, dependencies
 first: (reference name, schema text) pairs of the same type.
@@ -51,6 +52,11 @@ class ParsedSchema(Protocol):
 
 class SchemaType(Protocol):
     def parse(self, text: str, references: Sequence[tuple[str, str]]) -> ParsedSchema: ...
+
+    def parse_stored(self, text: str, references: Sequence[tuple[str, str]]) -> ParsedSchema:
+        """A schema read back from the topic: only what a registered schema must pass is
+        checked again (e.g. not Avro field defaults, which older registries let through)."""
+        ...
 
     def reader_errors(self, reader: ParsedSchema, writer: ParsedSchema) -> list[Problem]: ...
 

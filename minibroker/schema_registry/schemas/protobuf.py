@@ -1520,3 +1520,6 @@ def format_problem(problem: Problem, reader: str, writer: str) -> str:
 def summary(found: Iterable[Difference]) -> Counter[str]:
     """The differences as "TYPE #/path" strings, counted (order is not significant)."""
     return Counter(f"{d.kind} {d.path}" for d in found)
+
+
+parse_stored = parse  # nothing is checked on registration that a stored schema could fail
