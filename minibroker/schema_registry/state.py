@@ -400,7 +400,7 @@ def register(state: RegistryState, subject: str, body: Any, normalize: bool) -> 
                     f"Schema already registered with id {entry.schema_id} instead of input "
                     f"id {request.schema_id}",
                 )
-            return Reply(200, _registered(state, subject, entry.version, entry.schema_id))
+            return Reply(200, {"id": entry.schema_id})
     if not importing:
         if request.schema_id is not None:
             raise errors.not_permitted(
@@ -437,13 +437,11 @@ def register(state: RegistryState, subject: str, body: Any, normalize: bool) -> 
         entry = after.subjects.get(subject, {}).get(version)
         if entry is None or entry.schema_id != schema_id:
             raise Lost
-        return Reply(200, _registered(after, subject, version, schema_id))
+        # Confluent answers the id alone: a client caches a schema text in the answer as
+        # the schema of that id, whatever form (e.g. Protobuf's serialized one) it sent.
+        return Reply(200, {"id": schema_id})
 
     return Write([rec.schema_record(value)], answer)
-
-
-def _registered(state: RegistryState, subject: str, version: int, schema_id: int) -> dict[str, Any]:
-    return state.schema_json(state.schemas[schema_id], subject=subject, version=version)
 
 
 def lookup(state: RegistryState, subject: str, body: Any, normalize: bool, deleted: bool) -> Reply:
