@@ -691,3 +691,23 @@ def test_normalize_makes_json_schemas_with_reordered_keywords_one_schema(
     again = client.register_schema(subject, Schema(reordered, "JSON"), normalize_schemas=True)
     assert again == schema_id
     assert client.get_versions(subject) == [1]
+
+
+def test_the_body_limit_setting() -> None:
+    """schema_registry_max_body_bytes: a body over it is refused with 413 before it is
+    parsed; one within it is served."""
+    with (
+        Broker(schema_registry=True, schema_registry_max_body_bytes=2048) as broker,
+        RawHttp(broker.schema_registry_url) as http,
+    ):
+        padded = _avro("Padded", ("name", "string"))
+        small = http.post(f"/subjects/{_subject()}/versions", json_body={"schema": padded})
+        assert small.status_code == 200, small.text
+        big = json.loads(padded)
+        big["doc"] = "d" * 4096
+        refused = http.post(
+            f"/subjects/{_subject()}/versions", json_body={"schema": json.dumps(big)}
+        )
+        assert refused.status_code == 413, refused.text
+        body = refused.json()
+        assert set(body) == {"error_code", "message"} and body["error_code"] == 413
