@@ -427,6 +427,26 @@ def test_soft_and_permanent_deletes_of_subjects(client: SchemaRegistryClient) ->
     _assert_refusal(_refused(client.delete_subject, _subject("missing")), 404, 40401)
 
 
+def test_deleted_only_listings(client: SchemaRegistryClient, http: RawHttp) -> None:
+    """`deletedOnly=true` (SubjectsResource, SubjectVersionsResource): subjects whose every
+    version is soft-deleted, and a subject's soft-deleted versions."""
+    live, gone = _subject("live"), _subject("gone")
+    _register(client, live, USER_V1)
+    _register(client, live, USER_V2)
+    _register(client, gone, USER_V1)
+    client.delete_version(live, 2)
+    client.delete_subject(gone)
+
+    deleted_only = http.get("/subjects?deletedOnly=true").json()
+    assert gone in deleted_only and live not in deleted_only
+    assert http.get(f"/subjects/{live}/versions?deletedOnly=true").json() == [2]
+    assert http.get(f"/subjects/{live}/versions?deleted=true&deletedOnly=true").json() == [2]
+    # confluent-kafka sends `deleted_only`, a parameter Confluent does not read: the
+    # answer is the default listing, here as there.
+    assert gone not in client.get_subjects(deleted_only=True)
+    assert client.get_versions(live, deleted_only=True) == [1]
+
+
 def test_registering_after_a_soft_delete(client: SchemaRegistryClient, registry_url: str) -> None:
     """Confluent's KafkaSchemaRegistry.register: versions go on from the highest ever
     given, deleted ones included; only live versions are checked for compatibility; a
