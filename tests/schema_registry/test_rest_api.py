@@ -628,6 +628,25 @@ def test_readonly_mode_refuses_registration_and_serves_reads(own_registry_url: s
         assert _register(client, subject, USER_V2) != schema_id
 
 
+def test_subject_mode(client: SchemaRegistryClient, http: RawHttp) -> None:
+    subject, other = _subject(), _subject("other")
+    _register(client, subject, USER_V1)
+    _assert_error_body(
+        http.get(f"/mode/{subject}"),
+        404,
+        40409,
+        f"Subject '{subject}' does not have subject-level mode configured",
+    )
+    assert client.update_mode(subject, "READONLY") == "READONLY"
+    assert client.get_mode(subject) == "READONLY"
+    _assert_refusal(_refused(client.register_schema, subject, _avro_schema(USER_V2)), 422, 42205)
+    # Only that subject: the registry and other subjects still take registrations.
+    assert client.get_global_mode() == "READWRITE"
+    _register(client, other, USER_V1)
+    assert client.delete_mode(subject) == "READONLY"
+    _register(client, subject, USER_V2)
+
+
 # --- references and normalize --------------------------------------------------------
 
 
