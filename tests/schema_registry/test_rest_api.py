@@ -11,6 +11,7 @@ the global config or mode get a broker of their own.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -222,6 +223,26 @@ def test_the_raw_answers_of_schemas_by_id(client: SchemaRegistryClient, http: Ra
         "id": schema_id,
         "schema": text,
     }
+
+
+def test_protobuf_and_json_schemas_are_answered_with_their_type(
+    client: SchemaRegistryClient, http: RawHttp
+) -> None:
+    descriptor_pb2 = pytest.importorskip("google.protobuf.descriptor_pb2")
+    package = f"acme{uuid.uuid4().hex[:6]}"
+    proto = f'syntax = "proto3";\npackage {package};\n\nmessage M {{\n  string n = 1;\n}}\n'
+    proto_id = client.register_schema(_subject(), Schema(proto, "PROTOBUF"))
+    assert http.get(f"/schemas/ids/{proto_id}").json()["schemaType"] == "PROTOBUF"
+    # format=serialized: the base64 FileDescriptorProto the Python serializers read.
+    serialized = http.get(f"/schemas/ids/{proto_id}?format=serialized").json()["schema"]
+    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
+    assert (file.package, [m.name for m in file.message_type]) == (package, ["M"])
+
+    document = '{"type":"object","properties":{"n":{"type":"string"}}}'
+    json_id = client.register_schema(_subject(), Schema(document, "JSON"))
+    answer = http.get(f"/schemas/ids/{json_id}").json()
+    assert answer["schemaType"] == "JSON"
+    assert json.loads(answer["schema"]) == json.loads(document)
 
 
 def test_subjects_are_listed_and_filtered_by_prefix(client: SchemaRegistryClient) -> None:
