@@ -42,6 +42,8 @@ class _Call:
     def body(self) -> Any:
         try:
             return json.loads(self.raw_body or b"null")
+        except RecursionError as exc:  # nested deeper than the parser recurses
+            raise errors.bad_request(400, 400, "The request body is nested too deeply") from exc
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(
                 400, 400, f"Unrecognized JSON in the request body: {exc}"

@@ -74,7 +74,7 @@ class HttpServer:
             while True:
                 try:
                     async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                        request = await self._read_request(connection, reader)
+                        request = await self._read_request(connection, reader, writer)
                 except TimeoutError:
                     return
                 if request is None:
@@ -108,7 +108,7 @@ class HttpServer:
                 await writer.wait_closed()
 
     async def _read_request(
-        self, connection: h11.Connection, reader: asyncio.StreamReader
+        self, connection: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> tuple[str, str, bytes] | None:
         method = target = ""
         body = bytearray()
@@ -129,6 +129,10 @@ class HttpServer:
                 length = dict(event.headers).get(b"content-length")
                 if length is not None and int(length) > self._max_body:
                     raise _Refused(413, f"The request body is over {self._max_body} bytes")
+                if connection.they_are_waiting_for_100_continue:
+                    writer.write(
+                        connection.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > self._max_body:

@@ -352,11 +352,13 @@ def check_subject(subject: str) -> None:
 
 
 def parse_version(text: str) -> int | None:
-    """A version path segment: a number in [1, 2^31-1], or None for latest (-1)."""
-    if text in ("latest", "-1"):
+    """A version path segment: a number in [1, 2^31-1], or None for latest (-1); spaces
+    around it and the case of "latest" do not matter, as in Confluent's registry."""
+    trimmed = text.strip()
+    if trimmed.lower() == "latest" or trimmed == "-1":
         return None
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_VERSION:
-        return int(text)
+    if trimmed.isascii() and trimmed.isdigit() and 1 <= int(trimmed) <= MAX_VERSION:
+        return int(trimmed)
     raise errors.invalid_version(text)
 
 
