@@ -1,4 +1,5 @@
-"""Install the system packages the test suite drives (kcat; Java for PySpark), when allowed.
+"""Install the system packages the test suite drives (kcat; Java for PySpark; Chromium for
+the browser tests), when allowed.
 
 Runs before the tests (tox commands_pre). Without root or apt the kcat tests skip and
 say why; nothing else depends on it.
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-PACKAGES = {"kcat": "kcat", "java": "openjdk-17-jre-headless"}
+PACKAGES = {"kcat": "kcat", "java": "openjdk-17-jre-headless", "chromium": "chromium"}
 
 
 def main() -> int:
