@@ -33,8 +33,6 @@ from minibroker.testing.clients import KafkaHelper
 from tests.schema_registry.conftest import RawHttp
 
 # Registering needs the Avro schema type and the compatibility rules.
-pytest.importorskip("minibroker.schema_registry.schemas.avro")
-pytest.importorskip("minibroker.schema_registry.compatibility")
 
 MAX_BODY = 16 * 1024 * 1024  # schema_registry_max_body_bytes' default
 MAX_HEADERS = 64 * 1024

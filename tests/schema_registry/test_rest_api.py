@@ -29,8 +29,6 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from minibroker import Broker
 
 # Registering needs the Avro schema type and the compatibility rules.
-pytest.importorskip("minibroker.schema_registry.schemas.avro")
-pytest.importorskip("minibroker.schema_registry.compatibility")
 from tests.schema_registry.conftest import INCOMPATIBLE, RawHttp, Response
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -743,7 +741,6 @@ def test_normalize_registers_and_finds_equal_schemas_under_one_id(
 def test_normalize_makes_json_schemas_with_reordered_keywords_one_schema(
     client: SchemaRegistryClient,
 ) -> None:
-    pytest.importorskip("minibroker.schema_registry.schemas.json_schema")
     subject = _subject()
     ordered = '{"type":"object","properties":{"a":{"type":"string"}}}'
     reordered = '{"properties":{"a":{"type":"string"}},"type":"object"}'

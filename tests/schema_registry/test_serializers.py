@@ -36,8 +36,6 @@ from minibroker.testing.clients import KafkaHelper
 from tests.schema_registry.conftest import INCOMPATIBLE
 
 # Registering needs the Avro schema type and the compatibility rules.
-pytest.importorskip("minibroker.schema_registry.schemas.avro")
-pytest.importorskip("minibroker.schema_registry.compatibility")
 
 
 class Registry:
@@ -331,7 +329,6 @@ def _message_class(files: list[descriptor_pb2.FileDescriptorProto], full_name: s
 
 @pytest.fixture
 def protobuf_serde() -> Any:
-    pytest.importorskip("minibroker.schema_registry.schemas.protobuf")
     from confluent_kafka.schema_registry import protobuf
 
     return protobuf
@@ -424,7 +421,6 @@ def test_protobuf_incompatible_evolution_is_refused(
 
 @pytest.fixture
 def json_serde() -> Any:
-    pytest.importorskip("minibroker.schema_registry.schemas.json_schema")
     from confluent_kafka.schema_registry import json_schema
 
     return json_schema
