@@ -362,3 +362,61 @@ def test_a_recording_that_dropped_requests_is_not_complete() -> None:
 def test_without_recording_the_timeline_says_what_to_turn_on() -> None:
     with Broker() as broker, pytest.raises(RuntimeError, match="record_requests"):
         broker.timeline()
+
+
+def test_share_group_deliveries_and_redeliveries(broker: Broker) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    broker.create_topic("jobs", 1)
+    produce(broker, "jobs", 3, 1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    earliest = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.GROUP, "workers", incremental_configs=[earliest])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "workers",
+            "client.id": "worker-1",
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    try:
+        consumer.subscribe(["jobs"])
+        seen: dict[int, list[int]] = {}
+        deadline = time.monotonic() + 20
+        while sum(len(counts) for counts in seen.values()) < 6:
+            assert time.monotonic() < deadline, seen
+            for message in consumer.poll(0.2):
+                assert message.error() is None
+                offset = message.offset()
+                seen.setdefault(offset, []).append(message.delivery_count())
+                first = len(seen[offset]) == 1
+                kind = AcknowledgeType.RELEASE if first else AcknowledgeType.ACCEPT
+                consumer.acknowledge_offset("jobs", 0, offset, kind)
+            consumer.commit_sync(10.0)
+        timeline = checked(broker.timeline())
+    finally:
+        consumer.close()
+    assert seen == {0: [1, 2], 1: [1, 2], 2: [1, 2]}
+    (share,) = timeline["share"]
+    assert (share["group_id"], share["topic"], share["partition"]) == ("workers", "jobs", 0)
+    shown = sorted(
+        (d["offset"], d["delivery_count"], d.get("outcome")) for d in share["deliveries"]
+    )
+    assert shown == [(o, n, "release" if n == 1 else "accept") for o in range(3) for n in (1, 2)]
+    assert shown and all(d["member_id"] for d in share["deliveries"])
+    (group,) = [g for g in timeline["groups"] if g["group_id"] == "workers"]
+    assert group["type"] == "share"
+    assert group["generations"][-1]["members"][0]["partitions"] == [["jobs", 0]]
+    assert group["idle_members"] == []
