@@ -472,6 +472,12 @@ class Cluster(RunsInThread):
             ended_ms=int(time.time() * 1000),
             dropped=dropped,
             faults=faults,
+            connections=[
+                seen.as_json()
+                for recording in recordings
+                if recording is not None
+                for seen in tuple(recording.connections)
+            ],
         )
 
     def _timeline_snapshot(self) -> dict[str, Any]:

@@ -57,8 +57,13 @@ What is not known: `complete` is false when the recording dropped its oldest req
 byte or count bound) or `dropped` says so; then groups, offsets and transactions start
 from what was still kept, and the snapshot's values at the end are still exact. Topic
 ids (KIP-848 assignments, Fetch v13+, share APIs) are named from the snapshot's topics and
-Metadata answers; a topic id neither names is shown as its id. Connections are not
-recorded: `clients` has no `address` or `connections`.
+Metadata answers; a topic id neither names is shown as its id.
+
+`connections` (and each client's `connections` and `address`, its latest connection's):
+the connections opened while recording (`Recording.connections`, the newest
+`CONNECTIONS_KEPT` per node): node, the client's host:port, the client id of its first
+request, opened_ms and closed_ms (null while open). A connection opened before recording
+began is not known.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ MAX_ROWS = 100_000
 MAX_POINTS = 500
 MAX_DELIVERIES = 2000
 MAX_FAULTS = 1000
+MAX_CONNECTIONS = 10_000
 
 PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP, SYNC_GROUP = 0, 1, 3, 8, 11, 14
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
@@ -660,6 +666,7 @@ def build_timeline(
     max_details: int = MAX_DETAILS,
     dropped: int = 0,
     faults: Iterable[Mapping[str, Any]] = (),
+    connections: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The timeline dict (see the module docstring) of `recorded` (inspection.Recorded
     entries, any order), with `snapshot` the cluster at the end: {"topics": {name:
@@ -786,6 +793,15 @@ def build_timeline(
         for (g, t, p), deliveries in sorted(builder.share.items())
     ]
     fault_rows = [dict(f) for f in faults][-MAX_FAULTS:]
+    connection_rows = sorted((dict(c) for c in connections), key=lambda c: c["opened_ms"])
+    for connection in connection_rows:
+        client = clients.get(connection.get("client_id") or "")
+        if client is None:
+            continue  # a connection that sent no request the recording kept
+        client["address"] = connection["address"]
+        client.setdefault("connections", []).append(
+            {k: connection[k] for k in ("node", "address", "opened_ms", "closed_ms")}
+        )
 
     return {
         "version": VERSION,
@@ -808,4 +824,5 @@ def build_timeline(
         "transactions": transactions,
         "faults": fault_rows,
         "share": share,
+        "connections": connection_rows[-MAX_CONNECTIONS:],
     }

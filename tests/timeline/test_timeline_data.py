@@ -272,6 +272,13 @@ def test_a_closed_connection_shows_only_in_faults(broker: Broker) -> None:
     timeline = checked(broker.timeline())
     (fault,) = timeline["faults"]
     assert fault["api"] == "Metadata" and fault["action"] == "close"
+    # the connection it closed, and the one the client opened again, by client id
+    (writer,) = [c for c in timeline["clients"] if c["client_id"] == "writer"]
+    connections = writer["connections"]
+    assert len(connections) >= 2 and writer["address"].startswith("127.0.0.1:")
+    closed = [c for c in connections if c["closed_ms"] is not None]
+    assert closed and closed[0]["opened_ms"] <= fault["at_ms"] <= closed[0]["closed_ms"]
+    assert {c["client_id"] for c in timeline["connections"]} >= {"writer"}
 
 
 def test_a_consumers_errors_are_named(broker: Broker) -> None:
