@@ -111,25 +111,48 @@ def error_names(response: Any) -> list[str]:
     return found
 
 
+# Per kio class: its error code fields and the fields that may hold entities.
+_PLANS: dict[type[Any], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _plan(cls: type[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        errors, nested = [], []
+        for spec in dataclasses.fields(cls):
+            kind = spec.metadata.get("kafka_type")
+            if kind == "error_code" or spec.name.endswith("error_code"):
+                errors.append(spec.name)
+            elif kind is None:  # an entity, an array of them, or a field kio leaves untyped
+                nested.append(spec.name)
+        plan = _PLANS[cls] = (tuple(errors), tuple(nested))
+    return plan
+
+
 def _collect_errors(value: Any, found: list[str]) -> None:
-    if isinstance(value, tuple):
-        for item in value:
-            if isinstance(item, tuple) or dataclasses.is_dataclass(item):
-                _collect_errors(item, found)
-        return
-    if not dataclasses.is_dataclass(value):
-        return
-    for name in value.__dataclass_fields__:
+    errors, nested = _plan(type(value))
+    for name in errors:
+        code = getattr(value, name)
+        number = int(code.value if isinstance(code, enum.Enum) else code or 0)
+        if number:
+            text = _error_name(number)
+            if text not in found:
+                found.append(text)
+    for name in nested:
         item = getattr(value, name)
-        if isinstance(item, ErrorCode):
-            if item.value != 0:
-                text = item.name.upper()
-                if text not in found:
-                    found.append(text)
-        elif isinstance(item, tuple) or (
-            dataclasses.is_dataclass(item) and not isinstance(item, type)
-        ):
+        if isinstance(item, tuple):
+            for entry in item:
+                if hasattr(entry, "__dataclass_fields__"):
+                    _collect_errors(entry, found)
+        elif hasattr(item, "__dataclass_fields__") and not isinstance(item, type):
             _collect_errors(item, found)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"ERROR_{code}"
 
 
 def batch_record_count(records: Any) -> int:
