@@ -53,6 +53,9 @@ The dict (version 1) and where each part comes from:
   (ShareFetch's or ShareAcknowledge's batches) sets the outcome of that record's latest
   delivery: accept, release or reject. At most `MAX_DELIVERIES` per partition, newest.
 
+`problems`: requests whose part in groups, offsets or transactions could not be read (a
+shape this build does not expect); their rows are shown all the same.
+
 What is not known: `complete` is false when the recording dropped its oldest requests (its
 byte or count bound) or `dropped` says so; then groups, offsets and transactions start
 from what was still kept, and the snapshot's values at the end are still exact. Topic
@@ -91,6 +94,7 @@ MAX_POINTS = 500
 MAX_DELIVERIES = 2000
 MAX_FAULTS = 1000
 MAX_CONNECTIONS = 10_000
+MAX_PROBLEMS = 100
 
 PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP, SYNC_GROUP = 0, 1, 3, 8, 11, 14
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
@@ -706,6 +710,7 @@ def build_timeline(
     rows: list[dict[str, Any]] = []
     clients: dict[str, dict[str, Any]] = {}
     responses: list[Any] = []
+    problems: list[str] = []
     for i, entry in enumerate(entries):
         try:
             response = entry.response
@@ -714,7 +719,11 @@ def build_timeline(
             response, errors = None, [f"UNDECODED: {type(exc).__name__}"]
         responses.append(response)
         at_ms = _ms(entry.at)
-        builder.take(entry, response)
+        try:
+            builder.take(entry, response)
+        except Exception as exc:  # a shape this build did not expect: the row still shows
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(f"request {i} ({entry.api}): {type(exc).__name__}: {exc}")
         rows.append(
             {
                 "i": i,
@@ -848,4 +857,5 @@ def build_timeline(
         "faults": fault_rows,
         "share": share,
         "connections": connection_rows[-MAX_CONNECTIONS:],
+        "problems": problems,
     }

@@ -42,6 +42,7 @@ def checked(timeline: dict[str, Any]) -> dict[str, Any]:
     """The timeline after a trip through JSON, its keys those of the contract."""
     again: dict[str, Any] = json.loads(json.dumps(timeline))
     assert set(again) >= TOP_KEYS and again["version"] == 1
+    assert again["problems"] == []  # every request's part was read
     for row in again["requests"]:
         assert REQUEST_KEYS | {"detail"} <= set(row)
     for client in again["clients"]:
