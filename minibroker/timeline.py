@@ -709,15 +709,24 @@ def build_timeline(
     builder = _Builder(_snapshot_topic_ids(snapshot))
     rows: list[dict[str, Any]] = []
     clients: dict[str, dict[str, Any]] = {}
-    responses: list[Any] = []
+    # the answers that may be shown decoded (the first errored ones, the newest):
+    # kept while the rest are read, the others let go
+    errored_first = max(max_details // 4, 0)
+    newest_from = len(entries) - max_details
+    kept: dict[int, Any] = {}
+    errored: list[int] = []
     problems: list[str] = []
     for i, entry in enumerate(entries):
         try:
-            response = entry.response
+            response = entry.answer() if hasattr(entry, "answer") else entry.response
             errors = error_names(response)
         except Exception as exc:  # an answer this build cannot decode: shown, not read
             response, errors = None, [f"UNDECODED: {type(exc).__name__}"]
-        responses.append(response)
+        if errors and len(errored) < errored_first:
+            errored.append(i)
+            kept[i] = response
+        elif i >= newest_from:
+            kept[i] = response
         at_ms = _ms(entry.at)
         try:
             builder.take(entry, response)
@@ -751,7 +760,6 @@ def build_timeline(
         client["errors"] += bool(errors)
 
     # decoded details, bounded: the first errored ones, then the newest others
-    errored = [i for i, row in enumerate(rows) if row["errors"]][: max(max_details // 4, 0)]
     chosen = set(errored)
     for i in range(len(rows) - 1, -1, -1):
         if len(chosen) >= max_details:
@@ -759,7 +767,7 @@ def build_timeline(
         chosen.add(i)
     for i in chosen:
         rows[i]["detail"] = bounded_detail(
-            {"request": plain(entries[i].request), "response": plain(responses[i])}
+            {"request": plain(entries[i].request), "response": plain(kept.get(i))}
         )
     omitted = max(len(rows) - MAX_ROWS, 0)
 
@@ -848,7 +856,7 @@ def build_timeline(
         "details": {
             "max_details": max_details,
             "max_detail_bytes": MAX_DETAIL_BYTES,
-            "errored_first": max(max_details // 4, 0),
+            "errored_first": errored_first,
             "shown": len(chosen),
         },
         "groups": groups,
