@@ -15,6 +15,11 @@ from minibroker.timeline_html import render_report
 
 pytest_plugins = ["pytester"]
 
+INI = """
+[pytest]
+asyncio_default_fixture_loop_scope = function
+"""
+
 FAILING_PIPELINE = """
 import time
 
@@ -75,6 +80,7 @@ def test_billing_keeps_up(kafka_topic, kafka_config, kafka_faults):
 def test_a_failed_test_gets_a_timeline_report(
     pytester: pytest.Pytester, page: Any, screenshot: Any
 ) -> None:
+    pytester.makeini(INI)
     pytester.makepyfile(test_pipeline=FAILING_PIPELINE)
     result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
