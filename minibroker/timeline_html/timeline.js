@@ -231,7 +231,7 @@
       add(detail, [el("h3", { text: r.api + " v" + r.version + " from " + r.client_id + " (correlation id " + r.correlation_id + ", node " + r.node + ")" }),
         r.errors && r.errors.length ? el("p", { class: "badge", text: r.errors.join(", ") }) : null]);
       if (!r.detail) {
-        detail.appendChild(el("p", { class: "hint", text: "Its decoded form was not kept (see the report's limits)." }));
+        detail.appendChild(el("p", { class: "hint", text: "Its decoded form was not kept: a report keeps a bounded number (errors first, then the newest)." }));
         return;
       }
       detail.appendChild(el("h4", { text: "Request" }));
@@ -275,7 +275,12 @@
   function summary(tl) {
     var text = wall(tl.started_ms) + " to " + wall(tl.ended_ms) + " (" + ((tl.ended_ms - tl.started_ms) / 1000).toFixed(3) + " s): " +
       (tl.clients || []).length + " clients, " + (tl.requests || []).length + " requests, " + (tl.groups || []).length + " groups, " + (tl.partitions || []).length + " partitions.";
-    return tl.complete === false ? text + " The recording dropped its oldest requests: the start is missing." : text;
+    if (tl.details && tl.details.shown < (tl.requests || []).length)
+      text += " Decoded detail kept for " + tl.details.shown + " of them (errors first, then the newest).";
+    if (tl.requests_omitted) text += " " + tl.requests_omitted + " older requests are left out of the list.";
+    if (tl.complete === false)
+      text += " The recording dropped its oldest requests" + (tl.dropped ? " (" + tl.dropped + ")" : "") + ": the start is missing.";
+    return text;
   }
 
   window.MinibrokerTimeline = { render: render, summary: summary };
