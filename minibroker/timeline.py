@@ -57,8 +57,13 @@ What is not known: `complete` is false when the recording dropped its oldest req
 byte or count bound) or `dropped` says so; then groups, offsets and transactions start
 from what was still kept, and the snapshot's values at the end are still exact. Topic
 ids (KIP-848 assignments, Fetch v13+, share APIs) are named from the snapshot's topics and
-Metadata answers; a topic id neither names is shown as its id. Connections are not
-recorded: `clients` has no `address` or `connections`.
+Metadata answers; a topic id neither names is shown as its id.
+
+`connections` (and each client's `connections` and `address`, its latest connection's):
+the connections opened while recording (`Recording.connections`, the newest
+`CONNECTIONS_KEPT` per node): node, the client's host:port, the client id of its first
+request, opened_ms and closed_ms (null while open). A connection opened before recording
+began is not known.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ MAX_ROWS = 100_000
 MAX_POINTS = 500
 MAX_DELIVERIES = 2000
 MAX_FAULTS = 1000
+MAX_CONNECTIONS = 10_000
 
 PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP, SYNC_GROUP = 0, 1, 3, 8, 11, 14
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
@@ -105,25 +111,48 @@ def error_names(response: Any) -> list[str]:
     return found
 
 
+# Per kio class: its error code fields and the fields that may hold entities.
+_PLANS: dict[type[Any], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _plan(cls: type[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        errors, nested = [], []
+        for spec in dataclasses.fields(cls):
+            kind = spec.metadata.get("kafka_type")
+            if kind == "error_code" or spec.name.endswith("error_code"):
+                errors.append(spec.name)
+            elif kind is None:  # an entity, an array of them, or a field kio leaves untyped
+                nested.append(spec.name)
+        plan = _PLANS[cls] = (tuple(errors), tuple(nested))
+    return plan
+
+
 def _collect_errors(value: Any, found: list[str]) -> None:
-    if isinstance(value, tuple):
-        for item in value:
-            if isinstance(item, tuple) or dataclasses.is_dataclass(item):
-                _collect_errors(item, found)
-        return
-    if not dataclasses.is_dataclass(value):
-        return
-    for name in value.__dataclass_fields__:
+    errors, nested = _plan(type(value))
+    for name in errors:
+        code = getattr(value, name)
+        number = int(code.value if isinstance(code, enum.Enum) else code or 0)
+        if number:
+            text = _error_name(number)
+            if text not in found:
+                found.append(text)
+    for name in nested:
         item = getattr(value, name)
-        if isinstance(item, ErrorCode):
-            if item.value != 0:
-                text = item.name.upper()
-                if text not in found:
-                    found.append(text)
-        elif isinstance(item, tuple) or (
-            dataclasses.is_dataclass(item) and not isinstance(item, type)
-        ):
+        if isinstance(item, tuple):
+            for entry in item:
+                if hasattr(entry, "__dataclass_fields__"):
+                    _collect_errors(entry, found)
+        elif hasattr(item, "__dataclass_fields__") and not isinstance(item, type):
             _collect_errors(item, found)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"ERROR_{code}"
 
 
 def batch_record_count(records: Any) -> int:
@@ -660,6 +689,7 @@ def build_timeline(
     max_details: int = MAX_DETAILS,
     dropped: int = 0,
     faults: Iterable[Mapping[str, Any]] = (),
+    connections: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The timeline dict (see the module docstring) of `recorded` (inspection.Recorded
     entries, any order), with `snapshot` the cluster at the end: {"topics": {name:
@@ -786,6 +816,15 @@ def build_timeline(
         for (g, t, p), deliveries in sorted(builder.share.items())
     ]
     fault_rows = [dict(f) for f in faults][-MAX_FAULTS:]
+    connection_rows = sorted((dict(c) for c in connections), key=lambda c: c["opened_ms"])
+    for connection in connection_rows:
+        client = clients.get(connection.get("client_id") or "")
+        if client is None:
+            continue  # a connection that sent no request the recording kept
+        client["address"] = connection["address"]
+        client.setdefault("connections", []).append(
+            {k: connection[k] for k in ("node", "address", "opened_ms", "closed_ms")}
+        )
 
     return {
         "version": VERSION,
@@ -808,4 +847,5 @@ def build_timeline(
         "transactions": transactions,
         "faults": fault_rows,
         "share": share,
+        "connections": connection_rows[-MAX_CONNECTIONS:],
     }
