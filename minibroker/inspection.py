@@ -84,6 +84,13 @@ class Recorded:
             _, self._response = messages.decode_response(self.frame[4:], self.api_key, self.version)
         return self._response
 
+    def answer(self) -> Any:
+        """The answer, decoded, without keeping the decoded form (what reads a whole
+        recording uses, so that the recording stays within its bound)."""
+        if self._response is not None:
+            return self._response
+        return messages.decode_response(self.frame[4:], self.api_key, self.version)[1]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "at": round(self.at, 6),

@@ -53,6 +53,9 @@ The dict (version 1) and where each part comes from:
   (ShareFetch's or ShareAcknowledge's batches) sets the outcome of that record's latest
   delivery: accept, release or reject. At most `MAX_DELIVERIES` per partition, newest.
 
+`problems`: requests whose part in groups, offsets or transactions could not be read (a
+shape this build does not expect); their rows are shown all the same.
+
 What is not known: `complete` is false when the recording dropped its oldest requests (its
 byte or count bound) or `dropped` says so; then groups, offsets and transactions start
 from what was still kept, and the snapshot's values at the end are still exact. Topic
@@ -91,6 +94,7 @@ MAX_POINTS = 500
 MAX_DELIVERIES = 2000
 MAX_FAULTS = 1000
 MAX_CONNECTIONS = 10_000
+MAX_PROBLEMS = 100
 
 PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP, SYNC_GROUP = 0, 1, 3, 8, 11, 14
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
@@ -705,16 +709,30 @@ def build_timeline(
     builder = _Builder(_snapshot_topic_ids(snapshot))
     rows: list[dict[str, Any]] = []
     clients: dict[str, dict[str, Any]] = {}
-    responses: list[Any] = []
+    # the answers that may be shown decoded (the first errored ones, the newest):
+    # kept while the rest are read, the others let go
+    errored_first = max(max_details // 4, 0)
+    newest_from = len(entries) - max_details
+    kept: dict[int, Any] = {}
+    errored: list[int] = []
+    problems: list[str] = []
     for i, entry in enumerate(entries):
         try:
-            response = entry.response
+            response = entry.answer() if hasattr(entry, "answer") else entry.response
             errors = error_names(response)
         except Exception as exc:  # an answer this build cannot decode: shown, not read
             response, errors = None, [f"UNDECODED: {type(exc).__name__}"]
-        responses.append(response)
+        if errors and len(errored) < errored_first:
+            errored.append(i)
+            kept[i] = response
+        elif i >= newest_from:
+            kept[i] = response
         at_ms = _ms(entry.at)
-        builder.take(entry, response)
+        try:
+            builder.take(entry, response)
+        except Exception as exc:  # a shape this build did not expect: the row still shows
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(f"request {i} ({entry.api}): {type(exc).__name__}: {exc}")
         rows.append(
             {
                 "i": i,
@@ -742,7 +760,6 @@ def build_timeline(
         client["errors"] += bool(errors)
 
     # decoded details, bounded: the first errored ones, then the newest others
-    errored = [i for i, row in enumerate(rows) if row["errors"]][: max(max_details // 4, 0)]
     chosen = set(errored)
     for i in range(len(rows) - 1, -1, -1):
         if len(chosen) >= max_details:
@@ -750,7 +767,7 @@ def build_timeline(
         chosen.add(i)
     for i in chosen:
         rows[i]["detail"] = bounded_detail(
-            {"request": plain(entries[i].request), "response": plain(responses[i])}
+            {"request": plain(entries[i].request), "response": plain(kept.get(i))}
         )
     omitted = max(len(rows) - MAX_ROWS, 0)
 
@@ -839,7 +856,7 @@ def build_timeline(
         "details": {
             "max_details": max_details,
             "max_detail_bytes": MAX_DETAIL_BYTES,
-            "errored_first": max(max_details // 4, 0),
+            "errored_first": errored_first,
             "shown": len(chosen),
         },
         "groups": groups,
@@ -848,4 +865,5 @@ def build_timeline(
         "faults": fault_rows,
         "share": share,
         "connections": connection_rows[-MAX_CONNECTIONS:],
+        "problems": problems,
     }
