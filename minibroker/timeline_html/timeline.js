@@ -66,7 +66,14 @@
     clients.forEach(function (c, n) {
       var y = top + n * rowH;
       root.appendChild(svg("text", { x: left - 8, y: y + 15, "text-anchor": "end", class: "lane-label", text: (c.client_id || "(no client id)") + " · " + c.requests }));
-      root.appendChild(svg("rect", { x: x(c.first_ms), y: y + 4, width: Math.max(x(c.last_ms) - x(c.first_ms), 2), height: rowH - 8, class: "lane" }, svg("title", { text: (c.client_id || "") + (c.address ? " from " + c.address : "") + ": " + c.requests + " requests, " + c.errors + " with errors" + (c.connections !== undefined ? ", " + c.connections + " connections" : "") })));
+      var connections = Array.isArray(c.connections) ? c.connections : [];
+      var about = (c.client_id || "") + (c.address ? " from " + c.address : "") + ": " + c.requests + " requests, " + c.errors + " with errors" + (connections.length ? ", " + connections.length + " connection" + (connections.length === 1 ? "" : "s") : "");
+      root.appendChild(svg("rect", { x: x(c.first_ms), y: y + 4, width: Math.max(x(c.last_ms) - x(c.first_ms), 2), height: rowH - 8, class: "lane" }, svg("title", { text: about })));
+      // Each connection as a line under the lane: from opened to closed (or the end).
+      connections.forEach(function (conn) {
+        var from = x(Math.max(conn.opened_ms, t0)), to = x(conn.closed_ms === null || conn.closed_ms === undefined ? t1 : Math.min(conn.closed_ms, t1));
+        root.appendChild(svg("line", { x1: from, x2: Math.max(to, from + 2), y1: y + rowH - 2, y2: y + rowH - 2, class: "connection" }, svg("title", { text: "connection from " + conn.address + " to node " + conn.node + ", " + rel(conn.opened_ms) + (conn.closed_ms ? " to " + rel(conn.closed_ms) : ", still open") })));
+      });
     });
     var marks = document.createDocumentFragment();
     (tl.requests || []).forEach(function (r) {
@@ -88,7 +95,7 @@
     });
     var legend = el("p", { class: "legend" }, [
       el("span", { class: "key key-request", text: "request" }), el("span", { class: "key key-error", text: "request with errors" }),
-      el("span", { class: "key key-rebalance", text: "group generation" }), el("span", { class: "key key-fault", text: "fault rule acted" })]);
+      el("span", { class: "key key-connection", text: "connection" }), el("span", { class: "key key-rebalance", text: "group generation" }), el("span", { class: "key key-fault", text: "fault rule acted" })]);
     return section("Clients", "clients", [legend, el("div", { class: "scroll" }, root)]);
   }
 
@@ -277,6 +284,8 @@
     if (tl.details && tl.details.shown < (tl.requests || []).length)
       text += " Decoded detail kept for " + tl.details.shown + " of them (errors first, then the newest).";
     if (tl.requests_omitted) text += " " + tl.requests_omitted + " older requests are left out of the list.";
+    if (tl.problems && tl.problems.length)
+      text += " Not read: " + tl.problems.length + " request" + (tl.problems.length === 1 ? "" : "s") + " (" + tl.problems[0] + (tl.problems.length > 1 ? ", ..." : "") + ").";
     if (tl.complete === false)
       text += " The recording dropped its oldest requests" + (tl.dropped ? " (" + tl.dropped + ")" : "") + ": the start is missing.";
     return text;
@@ -290,7 +299,9 @@
     var line = document.getElementById("summary");
     if (line) {
       line.textContent = summary(tl);
-      if (tl.complete === false) line.className = "incomplete";
+      if (tl.problems && tl.problems.length)
+      text += " Not read: " + tl.problems.length + " request" + (tl.problems.length === 1 ? "" : "s") + " (" + tl.problems[0] + (tl.problems.length > 1 ? ", ..." : "") + ").";
+    if (tl.complete === false) line.className = "incomplete";
     }
     render(target, tl);
   }

@@ -74,6 +74,7 @@ def test_billing_keeps_up(kafka_topic, kafka_config, kafka_faults):
     finally:
         for worker in workers:
             worker.close()
+        producer.close()
 """
 
 
