@@ -68,6 +68,7 @@ def test_the_wheel_installs_one_top_level_package(fresh_venv: Path) -> None:
     site = Path(listing)
     assert (site / "minibroker" / "consumer" / "engine.py").exists()
     assert (site / "minibroker" / "testing" / "plugin.py").exists()
+    assert (site / "minibroker" / "timeline_html" / "timeline.js").exists()  # package data
     assert not (site / "consumer").exists()
     assert not (site / "fixtures").exists()
 
