@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-
 from dataclasses import dataclass
 
 import h11
