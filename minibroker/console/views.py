@@ -79,8 +79,8 @@ def topics(state: ClusterState) -> Reply:
                     for p in topic.partitions
                 ],
                 "configs": {
-                    key: {"value": value, "default": default}
-                    for key, (value, default) in sorted(topic.effective_configs().items())
+                    key: {"value": value, "default": not set_by_topic}
+                    for key, (value, set_by_topic) in sorted(topic.effective_configs().items())
                 },
             }
         )
