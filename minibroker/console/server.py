@@ -31,6 +31,7 @@ STATIC = {
     "index.html": "text/html; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 # The page loads nothing from elsewhere and is never framed.
 PAGE_HEADERS = (

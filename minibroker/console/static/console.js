@@ -215,7 +215,7 @@ async function securityPage() {
   return [el("section", {}, el("h2", {}, "users"), el("ul", {}, found.users.map((u) => el("li", {}, u)))),
     el("section", {}, el("h2", {}, "ACLs"), table(["resource", "name", "pattern", "principal", "host", "operation", "permission"],
       found.acls.map((a) => el("tr", {}, cell(a.resource_type), cell(a.resource_name), cell(a.pattern), cell(a.principal),
-        cell(a.host), cell(a.operation), cell(a.permission))))))];
+        cell(a.host), cell(a.operation), cell(a.permission)))))];
 }
 
 async function faultsPage() {
