@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
@@ -30,6 +31,7 @@ from minibroker.inspection import Recorded, Recording
 from minibroker.loop_thread import RunsInThread
 from minibroker.protocol import oauthbearer
 from minibroker.protocol.consumer_protocol import encode_assignment, parse_assignment
+from minibroker.protocol.recording import kafka_api_name
 from minibroker.server import NodeServer
 from minibroker.state import acl
 from minibroker.state.clock import BrokerClock, Clock
@@ -38,6 +40,7 @@ from minibroker.state.credentials import read_users_file
 from minibroker.state.share_groups import ShareGroupView, share_group_view
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
+from minibroker.timeline import build_timeline
 
 if TYPE_CHECKING:
     from minibroker.console import Console
@@ -475,6 +478,73 @@ class Cluster(RunsInThread):
             ),
             key=lambda r: r.at,
         )
+
+    def timeline(self, title: str | None = None) -> dict[str, Any]:
+        """What happened so far, as one JSON-able dict (minibroker/timeline.py): built
+        from the recorded requests and the cluster's state now. Recording must be on
+        (`record_requests`), and kept in memory rather than written to a file."""
+        recordings = [node.dispatcher.recording for node in self.nodes]
+        if not any(r is not None and r.write_line is None for r in recordings):
+            raise RuntimeError(
+                "the timeline is built from the recorded requests: turn recording on "
+                "(Broker(record_requests=True) or record_requests()) without to="
+            )
+        dropped = sum(r.dropped for r in recordings if r is not None)
+        faults = [
+            {
+                "at_ms": int(at * 1000),
+                "rule": rule.describe(),
+                "api": kafka_api_name(api_key),
+                "client_id": client_id,
+                "action": action,
+            }
+            for at, rule, api_key, client_id, action in tuple(self.state.faults.acted)
+        ]
+        return build_timeline(
+            self.requests(),
+            snapshot=self._on_loop(self._timeline_snapshot),
+            title=title or "minibroker",
+            ended_ms=int(time.time() * 1000),
+            dropped=dropped,
+            faults=faults,
+        )
+
+    def _timeline_snapshot(self) -> dict[str, Any]:
+        """The state a timeline ends with (build_timeline's `snapshot`); on the loop."""
+        state = self.state
+        topics = [t for t in state.topics if not t.internal]
+        kinds = (
+            ("classic", state.groups.groups),
+            ("consumer", state.consumer_groups.groups),
+            ("share", state.share_groups.groups),
+        )
+        groups: dict[str, dict[str, str]] = {}
+        for kind, found in kinds:
+            for group_id, group in found.items():
+                value = group.state
+                groups[group_id] = {"type": kind, "state": getattr(value, "value", str(value))}
+        return {
+            "topics": {
+                t.name: {"topic_id": str(t.topic_id), "partitions": len(t.partitions)}
+                for t in topics
+            },
+            "end_offsets": {
+                t.name: {p.index: p.log.high_watermark for p in t.partitions} for t in topics
+            },
+            "committed": {
+                group_id: [
+                    [topic, partition, c.offset]
+                    for (topic, partition), c in group.offsets.items()
+                    if c is not None
+                ]
+                for group_id, group in state.groups.groups.items()
+                if group.offsets
+            },
+            "groups": groups,
+            "transactions": {
+                tid: txn.state.value for tid, txn in state.transactions.transactions.items()
+            },
+        }
 
     def write_requests(self, path: str | os.PathLike[str]) -> int:
         """The recorded requests as JSON lines (one per request and its answer), to

@@ -19,6 +19,8 @@ Rules:
   response's fields), or none (observe only).
 - Rules are checked in the order they were added; the first that acts decides. A rule
   is active until removed (`remove()`, or `clear()` for all).
+- Each time a rule acts, `Faults.acted` notes when, which rule (`Fault.describe()`), the
+  API, the client id and the action: the newest `ACTED_KEPT`, for the test timeline.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import datetime
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +39,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from minibroker.protocol import messages
+from minibroker.protocol.recording import kafka_api_name
 
 PARTITION_APIS = {
     0: "Produce",
@@ -59,6 +63,8 @@ TOP_LEVEL_ERROR_APIS = {
     26: "EndTxn",
     60: "DescribeCluster",
 }
+# Acts of fault rules kept for the timeline (`Faults.acted`), newest last.
+ACTED_KEPT = 1000
 
 
 def api_key_of(api: str | int) -> int:
@@ -156,6 +162,34 @@ class Fault:
             and self.respond is None
         )
 
+    @property
+    def action(self) -> str:
+        """What this rule does when it acts: error=NAME, delay=S, drop, close, ..."""
+        if self.error is not None:
+            return f"error={ErrorCode(self.error).name.upper()}"
+        if self.delay:
+            return f"delay={self.delay:g}"
+        for flag in ("drop", "close", "lose_response"):
+            if getattr(self, flag):
+                return flag
+        return "respond" if self.respond is not None else "observe"
+
+    def describe(self) -> str:
+        """The rule in the command line's words (`parse_fault`): API:filters,action."""
+        parts = [] if self.api is None else [f"api={kafka_api_name(self.api)}"]
+        if self.versions is not None:
+            parts.append(f"versions={self.versions[0]}-{self.versions[1]}")
+        for name in ("broker", "client_id", "group", "topic", "partition"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value}")
+        parts.append(self.action)
+        if self.times is not None:
+            parts.append(f"times={self.times}")
+        if self.after:
+            parts.append(f"after={self.after}")
+        return ",".join(parts)
+
     def matches(self, facts: RequestFacts) -> bool:
         if self.api is not None and self.api != facts.api_key:
             return False
@@ -213,6 +247,8 @@ class Faults:
         # In the order added; change them through add/remove/clear only.
         self.rules: list[Fault] = []
         self._changed = threading.Condition()
+        # (time.time(), rule, API key, client id, action) of each act, newest last.
+        self.acted: deque[tuple[float, Fault, int, str | None, str]] = deque(maxlen=ACTED_KEPT)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -316,6 +352,9 @@ class Faults:
                 if acts and chosen is None:
                     rule.acted += 1
                     chosen = rule
+                    self.acted.append(
+                        (time.time(), rule, facts.api_key, facts.client_id, rule.action)
+                    )
             if matched:
                 self._changed.notify_all()
         return chosen

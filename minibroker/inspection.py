@@ -88,6 +88,7 @@ class Recording:
         self.write_line = write_line
         self.bytes = 0  # the estimated size of what is kept
         self.written = 0  # lines handed to write_line
+        self.dropped = 0  # the oldest requests let go to stay within the bounds
         self._kept: deque[tuple[Recorded, int]] = deque()
 
     def __len__(self) -> int:
@@ -139,6 +140,7 @@ class Recording:
         while self._kept and (self.bytes > self.max_bytes or len(self._kept) > RECORDED_MAX):
             _, dropped = self._kept.popleft()
             self.bytes -= dropped
+            self.dropped += 1
 
 
 def cut_payloads(value: Any, limit: int = KEPT_PAYLOAD_BYTES) -> tuple[Any, int]:
