@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ PAGE_HEADERS = (
     ("Cache-Control", "no-store"),
 )
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+# At most this share of the broker's loop goes to rebuilding the timeline for the page.
+TIMELINE_SHARE = 0.1
+CACHE_ABOVE_S = 0.05
 
 
 def _json(status: int, body: Any, *extra: tuple[str, str]) -> Response:
@@ -71,6 +75,8 @@ class Console:
             for name in STATIC
         }
         self._http = HttpServer(self._answer, host, port, MAX_BODY_BYTES, name="the console")
+        self._timeline_cache: dict[str, Any] | None = None
+        self._timeline_fresh_until = 0.0
 
     @property
     def url(self) -> str:
@@ -173,24 +179,25 @@ class Console:
                 "allow_changes": self._allow_changes,
                 "security": len(self._cluster.state.credentials) > 0,
                 "schema_registry": self._schema_lookup is not None,
-                "recording": self._timeline_source() is not None,
+                "recording": self._timeline() is not None,
             }
         )
 
-    def _timeline_source(self) -> Callable[[], Any] | None:
-        source = getattr(self._cluster, "timeline", None)
-        return source if callable(source) else None
-
     def _timeline(self) -> dict[str, Any] | None:
-        source = self._timeline_source()
-        if source is None:
-            return None
+        """The cluster's timeline. Building it reads every recorded request on the broker's
+        loop: one that took over CACHE_ABOVE_S is kept for its build time / TIMELINE_SHARE,
+        so that the page's refreshes take at most that share of the loop."""
+        now = time.monotonic()
+        if self._timeline_cache is not None and now < self._timeline_fresh_until:
+            return self._timeline_cache
         try:
-            built = source()
-        except Exception:  # the timeline is an extra: the current state is shown without it
-            log.exception("the console could not build the timeline")
+            built = self._cluster.timeline(title="minibroker console")
+        except RuntimeError:  # recording is off, or written to a file
             return None
-        return built if isinstance(built, dict) else None
+        took = time.monotonic() - now
+        self._timeline_cache = built
+        self._timeline_fresh_until = now + (took / TIMELINE_SHARE if took > CACHE_ABOVE_S else 0)
+        return built
 
 
 def _json_body(body: bytes) -> dict[str, Any]:

@@ -267,11 +267,19 @@ def _jsonable(value: Any) -> Any:
 
 def groups(state: ClusterState, timeline: Mapping[str, Any] | None) -> Reply:
     history = {g["group_id"]: g for g in (timeline or {}).get("groups", [])}
+    stalled = {
+        (group_id, p["topic"], p["partition"])
+        for p in (timeline or {}).get("partitions", [])
+        for group_id in p.get("stalled", [])
+    }
     shown = [_classic(state, group_id) for group_id in sorted(state.groups.groups)]
     shown += [_consumer(state, group_id) for group_id in sorted(state.consumer_groups.groups)]
     shown += _share(state)
     for group in shown:
         group["timeline"] = history.get(group["group_id"])
+        for partition in group["partitions"]:
+            key = (group["group_id"], partition["topic"], partition["partition"])
+            partition["stalled"] = key in stalled
     return ok({"groups": shown, "recording": timeline is not None})
 
 

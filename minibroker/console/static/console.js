@@ -178,8 +178,6 @@ async function groupsPage() {
   const { groups } = await api("groups");
   if (!groups.length) return el("p", { class: "muted" }, "No groups.");
   return groups.map((group) => {
-    const stalled = new Set();
-    const history = group.timeline;
     return el("section", { testid: "group-" + group.group_id },
       el("h2", {}, group.group_id, el("span", { class: "badge" }, group.type), el("span", { class: "badge" }, group.state),
         el("span", { class: "muted" }, "  epoch " + group.epoch)),
@@ -191,9 +189,8 @@ async function groupsPage() {
       el("h3", {}, "partitions"),
       table(["partition", "owner", { label: "committed", num: 1 }, { label: "end", num: 1 }, { label: "lag", num: 1 }],
         group.partitions.map((p) => {
-          const isStalled = history && (history.stalled || []).some((s) => s[0] === p.topic && s[1] === p.partition);
-          return el("tr", { testid: "partition-" + p.topic + "-" + p.partition, class: isStalled || stalled.has(p.topic + "-" + p.partition) ? "stalled" : null },
-            cell(p.topic + "-" + p.partition), cell(p.owner), cell(p.committed, 1), cell(p.end, 1),
+          return el("tr", { testid: "partition-" + p.topic + "-" + p.partition, class: p.stalled ? "stalled" : null },
+            el("td", {}, p.topic + "-" + p.partition, p.stalled ? el("span", { class: "badge stalled-badge" }, "stalled") : null), cell(p.owner), cell(p.committed, 1), cell(p.end, 1),
             el("td", { class: "num lag", testid: "lag-" + p.topic + "-" + p.partition }, p.lag === null ? "–" : String(p.lag)));
         })),
       timelineOf(group));
