@@ -34,6 +34,11 @@ STATIC = {
     "console.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
+# The timeline report's renderer, served as it is (minibroker/timeline_html).
+TIMELINE_ASSETS = {
+    "timeline.js": "text/javascript; charset=utf-8",
+    "timeline.css": "text/css; charset=utf-8",
+}
 # The page loads nothing from elsewhere and is never framed.
 PAGE_HEADERS = (
     ("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'"),
@@ -70,10 +75,17 @@ class Console:
         self._host = host
         self._allow_changes = allow_changes
         self._schema_lookup = schema_lookup
+        package = resources.files("minibroker.console").joinpath("static")
         self._static = {
-            name: resources.files("minibroker.console").joinpath("static", name).read_bytes()
-            for name in STATIC
+            name: (package.joinpath(name).read_bytes(), kind) for name, kind in STATIC.items()
         }
+        timeline = resources.files("minibroker.timeline_html")
+        self._static.update(
+            {
+                name: (timeline.joinpath(name).read_bytes(), kind)
+                for name, kind in TIMELINE_ASSETS.items()
+            }
+        )
         self._http = HttpServer(self._answer, host, port, MAX_BODY_BYTES, name="the console")
         self._timeline_cache: dict[str, Any] | None = None
         self._timeline_fresh_until = 0.0
@@ -132,11 +144,12 @@ class Console:
             name = path.removeprefix("/static/")
         else:
             name = ""
-        if name not in STATIC:
+        if name not in self._static:
             return _error(404, f"no page {path[:200]}")
         if method not in ("GET", "HEAD"):
             return _error(405, "pages are read with GET")
-        return Response(200, self._static[name], STATIC[name], PAGE_HEADERS)
+        content, kind = self._static[name]
+        return Response(200, content, kind, PAGE_HEADERS)
 
     def _route(self, method: str, path: str, query: Mapping[str, str], body: bytes) -> views.Reply:
         state = self._cluster.state

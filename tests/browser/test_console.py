@@ -87,6 +87,13 @@ def test_a_fourth_member_of_a_group_on_three_partitions_is_shown_idle(
             )
         expect(group.get_by_test_id(f"member-{idle[0]}")).to_contain_text("idle")
         screenshot("idle-member")
+        # The timeline tab draws the broker's timeline with the test report's renderer.
+        page.get_by_role("link", name="Timeline").click()
+        drawn = page.get_by_test_id("timeline")
+        expect(drawn.get_by_test_id(f"member-{idle[0]}").first).to_have_class(
+            re.compile(r"\bidle\b")
+        )
+        screenshot("timeline")
     finally:
         stop.set()
         for member in members:
@@ -118,10 +125,14 @@ def _grow_a_lag(console_broker: Broker, page: Any, screenshot: Any) -> None:
         screenshot("lag-before")
         # Partition 0 keeps draining; partition 1 gets more and its group does not move.
         kafka.produce("drain", [b"a"] * 2, partition=0)
+        # The timeline judges a partition stalled when its lag grew in the last third of
+        # what was recorded: the growth comes last, after a quiet stretch.
+        time.sleep(2)
         kafka.produce("drain", [b"b"] * 5, partition=1)
         committer.commit(offsets=[TopicPartition("drain", 0, 6)], asynchronous=False)
+        kafka.produce("drain", [b"b"], partition=1)
         page.get_by_test_id("refresh").click()
-        expect(group.get_by_test_id("lag-drain-1")).to_have_text("8")
+        expect(group.get_by_test_id("lag-drain-1")).to_have_text("9")
         expect(group.get_by_test_id("lag-drain-0")).to_have_text("0")
         # The timeline (recorded since the console started) names it stalled as well.
         stalled = re.compile(r"\bstalled\b")

@@ -230,7 +230,16 @@ async function faultsPage() {
     : el("p", { class: "muted" }, "No fault rules."))];
 }
 
-const pages = { topics: topicsPage, messages: messagesPage, groups: groupsPage, transactions: transactionsPage, security: securityPage, faults: faultsPage };
+// The broker's timeline since the console started, drawn by the test report's renderer.
+async function timelinePage() {
+  const timeline = await api("timeline");
+  if (!timeline) return el("p", { class: "muted" }, "Requests are not recorded (or are written to a file): no timeline.");
+  const drawn = el("div", { testid: "timeline" });
+  window.MinibrokerTimeline.render(drawn, timeline);
+  return [el("p", { class: "muted", testid: "timeline-summary" }, window.MinibrokerTimeline.summary(timeline)), drawn];
+}
+
+const pages = { timeline: timelinePage, topics: topicsPage, messages: messagesPage, groups: groupsPage, transactions: transactionsPage, security: securityPage, faults: faultsPage };
 
 async function show() {
   const [name, query] = (location.hash.slice(1) || "topics").split("?");
@@ -239,7 +248,8 @@ async function show() {
   try {
     const content = await page(new URLSearchParams(query || ""));
     // Keep what is being typed into a form across automatic refreshes.
-    if (timer && main.contains(document.activeElement) && document.activeElement.form) return;
+    const typing = document.activeElement && document.activeElement.matches("input, textarea, select");
+    if (timer && typing && main.contains(document.activeElement)) return;
     main.replaceChildren(...[content].flat().filter(Boolean));
     main.dataset.loaded = String(Date.now());
   } catch (error) {
