@@ -29,8 +29,11 @@ from minibroker.state.topic_errors import TopicError
 
 MAX_MESSAGES = 500
 DEFAULT_MESSAGES = 50
-READ_BYTES = 4 * 1024 * 1024  # read from a partition per browse
-SHOWN_BYTES = 64 * 1024  # of a key or value, as text and hex
+READ_BYTES = 4 * 1024 * 1024  # read from a partition at a time
+MAX_READS = 4  # a browse reads at most MAX_READS * READ_BYTES (past control batches)
+SHOWN_BYTES = 16 * 1024  # of a key, value or header as text
+HEX_BYTES = 4 * 1024  # of a key, value or header as hex
+SHOWN_TOTAL = 4 * 1024 * 1024  # a page of messages stops after about this much shown
 CONFLUENT_MAGIC = 0
 
 # Schema id -> (schema type, schema text), or None when the registry has no such id.
@@ -132,8 +135,12 @@ def browse(
             start = max(log.high_watermark + start, log.log_start_offset)
     start = max(start, log.log_start_offset)
     shown: list[dict[str, Any]] = []
+    unreadable: list[dict[str, Any]] = []
+    budget = SHOWN_TOTAL
     offset = start
-    while len(shown) < limit and offset < log.high_watermark:
+    for _ in range(MAX_READS):
+        if len(shown) >= limit or offset >= log.high_watermark:
+            break
         data = log.read(offset, READ_BYTES)
         if not data:
             break
@@ -142,15 +149,16 @@ def browse(
             next_offset = header.base_offset + header.last_offset_delta + 1
             if header.is_control:
                 continue
-            for record in records.iter_records(batch):
-                if record.offset < offset or record.offset >= log.high_watermark:
-                    continue
-                shown.append(_message(record, lookup_schema))
-                if len(shown) >= limit:
-                    break
-            if len(shown) >= limit:
+            try:
+                for record in records.iter_records(batch):
+                    if offset <= record.offset < log.high_watermark and len(shown) < limit:
+                        shown.append(_message(record, lookup_schema))
+                        budget -= _shown_size(record)
+            except records.InvalidBatch as exc:  # a codec not installed, or over the limit
+                unreadable.append({"offset": header.base_offset, "error": str(exc)[:500]})
+            if len(shown) >= limit or budget <= 0:
                 break
-        if next_offset <= offset:
+        if next_offset <= offset or budget <= 0:
             break
         offset = next_offset
     return ok(
@@ -161,6 +169,7 @@ def browse(
             "log_start": log.log_start_offset,
             "end": log.high_watermark,
             "messages": shown,
+            "unreadable": unreadable,  # batches shown as their first offset only
         }
     )
 
@@ -192,6 +201,11 @@ def produce(state: ClusterState, body: Mapping[str, Any], now_ms: int) -> Reply:
     )
 
 
+def _shown_size(record: records.Record) -> int:
+    parts = [record.key, record.value, *(value for _, value in record.headers)]
+    return sum(min(len(part), SHOWN_BYTES) + 100 for part in parts if part is not None)
+
+
 def _message(record: records.Record, lookup_schema: SchemaLookup | None) -> dict[str, Any]:
     return {
         "offset": record.offset,
@@ -203,13 +217,12 @@ def _message(record: records.Record, lookup_schema: SchemaLookup | None) -> dict
 
 
 def _shown(data: bytes | None, lookup_schema: SchemaLookup | None) -> dict[str, Any] | None:
-    """A key, value or header as text, JSON and hex (each cut at SHOWN_BYTES)."""
+    """A key, value or header as text (cut at SHOWN_BYTES), JSON and hex (cut at HEX_BYTES)."""
     if data is None:
         return None
-    head = data[:SHOWN_BYTES]
     shown: dict[str, Any] = {
         "size": len(data),
-        "hex": head.hex(),
+        "hex": data[:HEX_BYTES].hex(),
         "truncated": len(data) > SHOWN_BYTES,
     }
     try:
@@ -218,8 +231,9 @@ def _shown(data: bytes | None, lookup_schema: SchemaLookup | None) -> dict[str, 
         text = None
     if text is not None:
         shown["text"] = text[:SHOWN_BYTES]
-        with contextlib.suppress(ValueError, RecursionError):
-            shown["json"] = json.loads(text)
+        if len(data) <= SHOWN_BYTES:
+            with contextlib.suppress(ValueError, RecursionError):
+                shown["json"] = json.loads(text)
     if lookup_schema is not None and len(data) > 5 and data[0] == CONFLUENT_MAGIC:
         decoded = _decode_framed(data, lookup_schema)
         if decoded is not None:

@@ -175,3 +175,33 @@ def test_a_request_for_another_host_name_is_refused(read_only: Broker) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 421
+
+
+def test_values_in_confluents_framing_are_decoded_through_the_registry() -> None:
+    pytest.importorskip("minibroker.schema_registry.schemas.avro")
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = json.dumps(
+        {
+            "type": "record",
+            "name": "Order",
+            "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}],
+        }
+    )
+    with Broker(console_port=0, schema_registry=True) as broker:
+        broker.create_topic("orders", 1)
+        registry = SchemaRegistryClient({"url": broker.schema_registry_url})
+        serialize = AvroSerializer(registry, schema)
+        framed = serialize(
+            {"id": 7, "item": "tea"}, SerializationContext("orders", MessageField.VALUE)
+        )
+        assert framed is not None
+        KafkaHelper(broker.bootstrap_servers).produce("orders", [framed, b"\x00\x00\x00\x03\xe7x"])
+        status, _, page = call(broker.console_url, "/api/messages?topic=orders")
+        assert status == 200
+        decoded, unknown_id = (m["value"] for m in page["messages"])
+        assert decoded["schema"]["type"] == "AVRO"
+        assert decoded["schema"]["value"] == {"id": 7, "item": "tea"}
+        assert "schema" not in unknown_id and unknown_id["hex"] == "00000003e778"

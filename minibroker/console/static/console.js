@@ -160,7 +160,8 @@ async function messagesPage(params) {
         cell(m.offset, 1), cell(new Date(m.timestamp).toISOString()),
         el("td", {}, shownValue(m.key)),
         el("td", {}, m.headers.map((h) => el("div", {}, h.key + ": ", h.value ? h.value.text || h.value.hex : "null"))),
-        el("td", {}, shownValue(m.value)))))));
+        el("td", {}, shownValue(m.value))))),
+    found.unreadable.map((u) => el("p", { class: "muted" }, "batch at offset " + u.offset + " not shown: " + u.error))));
   return parts;
 }
 
