@@ -113,7 +113,7 @@ class HttpServer:
                 except Exception:
                     log.exception("%s failed on %s %s", self._name, request.method, request.target)
                     response = self._error(500, "Internal Server Error")
-                await self._send(connection, writer, response)
+                await self._send(connection, writer, response, head=request.method == "HEAD")
                 if connection.our_state is h11.MUST_CLOSE:
                     return
                 connection.start_next_cycle()
@@ -180,6 +180,7 @@ class HttpServer:
         response: Response,
         *,
         close: bool = False,
+        head: bool = False,
     ) -> None:
         headers = [
             ("Content-Type", response.content_type),
@@ -189,6 +190,7 @@ class HttpServer:
         if close:
             headers.append(("Connection", "close"))
         writer.write(connection.send(h11.Response(status_code=response.status, headers=headers)))
-        writer.write(connection.send(h11.Data(data=response.body)))
+        if not head:  # a HEAD answer has the headers of a GET and no body
+            writer.write(connection.send(h11.Data(data=response.body)))
         writer.write(connection.send(h11.EndOfMessage()))
         await writer.drain()

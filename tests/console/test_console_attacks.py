@@ -77,6 +77,10 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     if not (url and bootstrap):
         child.stop()
         raise RuntimeError(f"the child broker printed no console URL: {lines}")
+    # The console's line comes before the one saying the broker listens.
+    assert [i for i, line in enumerate(lines) if "console.url=" in line] < [
+        i for i, line in enumerate(lines) if "listening, bootstrap.servers=" in line
+    ], lines
     port = urlsplit(url).port
     assert port is not None
     started = Console(child, port, KafkaHelper(bootstrap), lines)
@@ -267,3 +271,18 @@ def test_many_requests_on_one_connection_are_answered_in_order(console: Console)
             received += chunk
     named = re.findall(rb"no API /api/nothing-(\d+)", received)
     assert [int(n) for n in named] == list(range(50))
+
+
+def test_a_head_request_is_answered_without_a_body_and_the_connection_kept(
+    console: Console,
+) -> None:
+    with socket.create_connection(("127.0.0.1", console.port), timeout=10) as sock:
+        sock.sendall(_request("HEAD", "/api/topics") + _request("GET", "/api/overview"))
+        received = b""
+        while received.count(b"HTTP/1.1 200") < 2 or not received.endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, received[-300:]
+            received += chunk
+    head, _, rest = received.partition(b"\r\n\r\n")
+    assert b"content-length: " in head.lower()
+    assert rest.startswith(b"HTTP/1.1 200") and b'"cluster_id"' in rest
