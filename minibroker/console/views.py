@@ -286,7 +286,14 @@ def groups(state: ClusterState, timeline: Mapping[str, Any] | None) -> Reply:
         for p in (timeline or {}).get("partitions", [])
         for group_id in p.get("stalled", [])
     }
-    shown = [_classic(state, group_id) for group_id in sorted(state.groups.groups)]
+    # A consumer-protocol or share group also has an entry among the classic groups
+    # (where its offsets are kept): it is shown once, as its own type.
+    others = set(state.consumer_groups.groups) | set(state.share_groups.groups)
+    shown = [
+        _classic(state, group_id)
+        for group_id in sorted(state.groups.groups)
+        if group_id not in others
+    ]
     shown += [_consumer(state, group_id) for group_id in sorted(state.consumer_groups.groups)]
     shown += _share(state)
     for group in shown:

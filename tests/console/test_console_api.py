@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from minibroker import Broker
 from minibroker.testing.clients import KafkaHelper
@@ -205,3 +206,57 @@ def test_values_in_confluents_framing_are_decoded_through_the_registry() -> None
         assert decoded["schema"]["type"] == "AVRO"
         assert decoded["schema"]["value"] == {"id": 7, "item": "tea"}
         assert "schema" not in unknown_id and unknown_id["hex"] == "00000003e778"
+
+
+def test_a_consumer_protocol_group_shows_its_idle_member(writable: Broker) -> None:
+    writable.create_topic("single", 1)
+    consumers = [
+        Consumer(
+            {
+                "bootstrap.servers": writable.bootstrap_servers,
+                "group.id": "kip848",
+                "group.protocol": "consumer",
+            }
+        )
+        for _ in range(2)
+    ]
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["single"])
+        deadline = time.monotonic() + 20
+        held: dict[str, int] = {}
+        while time.monotonic() < deadline:
+            for consumer in consumers:
+                consumer.poll(0.05)
+            assignments = writable.group_assignments("kip848")
+            held = {
+                member: sum(map(len, topics.values())) for member, topics in assignments.items()
+            }
+            if len(held) == 2 and sum(held.values()) == 1:
+                break
+        status, _, body = call(writable.console_url, "/api/groups")
+        assert status == 200
+        (group,) = (g for g in body["groups"] if g["group_id"] == "kip848")
+        assert group["type"] == "consumer"
+        shown = {m["member_id"]: m["idle"] for m in group["members"]}
+        assert shown == {member: count == 0 for member, count in held.items()}
+        assert sorted(shown.values()) == [False, True]
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
+def test_an_open_transaction_is_listed_with_its_partitions(writable: Broker) -> None:
+    writable.create_topic("txn-out", 1)
+    producer = Producer(
+        {"bootstrap.servers": writable.bootstrap_servers, "transactional.id": "console-txn"}
+    )
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce("txn-out", b"pending")
+    producer.flush(10)
+    status, _, body = call(writable.console_url, "/api/transactions")
+    assert status == 200
+    (shown,) = (t for t in body["transactions"] if t["transactional_id"] == "console-txn")
+    assert (shown["state"], shown["partitions"]) == ("Ongoing", [["txn-out", 0]])
+    producer.abort_transaction(10)
