@@ -97,7 +97,7 @@ class Console:
 
     async def start(self) -> Console:
         await self._http.start()
-        log.info("minibroker console, console.url=%s", self.url)
+        log.info("console ready, console.url=%s", self.url)
         return self
 
     async def stop(self) -> None:

@@ -194,7 +194,12 @@ def produce(state: ClusterState, body: Mapping[str, Any], now_ms: int) -> Reply:
         raise Refused(413, f"over max.message.bytes ({topic.max_message_bytes})")
     ((header, stored),) = records.split_batches(batch)
     append_time = now_ms if topic.log_append_time else None
-    result = partition.log.append(header, stored, log_append_time_ms=append_time)
+    try:
+        result = partition.log.append(header, stored, log_append_time_ms=append_time)
+    except OSError as exc:  # the data directory's disk refused the write
+        if state.storage is not None:
+            state.storage.storage_error(f"writing to {topic_name}-{partition.index}", exc)
+        raise Refused(503, f"cannot write the message: {exc}") from exc
     state.announce(partition.log)  # fetches waiting for data answer now
     return Reply(
         201, {"topic": topic_name, "partition": partition.index, "offset": result.base_offset}
