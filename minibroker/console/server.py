@@ -192,7 +192,11 @@ class Console:
                 "allow_changes": self._allow_changes,
                 "security": len(self._cluster.state.credentials) > 0,
                 "schema_registry": self._schema_lookup is not None,
-                "recording": self._timeline() is not None,
+                "recording": any(
+                    node.dispatcher.recording is not None
+                    and node.dispatcher.recording.write_line is None
+                    for node in self._cluster.nodes
+                ),
             }
         )
 
