@@ -9,14 +9,18 @@ import json
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from harness.raw_client import RawClient
 from minibroker import Broker
 from minibroker.testing.clients import KafkaHelper
+
+SHARE_GROUP_HEARTBEAT = 76
 
 
 def call(
@@ -260,3 +264,26 @@ def test_an_open_transaction_is_listed_with_its_partitions(writable: Broker) -> 
     (shown,) = (t for t in body["transactions"] if t["transactional_id"] == "console-txn")
     assert (shown["state"], shown["partitions"]) == ("Ongoing", [["txn-out", 0]])
     producer.abort_transaction(10)
+
+
+def test_a_share_group_shows_its_members_and_partitions(writable: Broker) -> None:
+    writable.create_topic("shared", 2)
+    members = [str(uuid.uuid4()), str(uuid.uuid4())]
+    with RawClient(writable.bootstrap_servers, client_id="sharer") as client:
+        for member in members:
+            answer = client.call(
+                SHARE_GROUP_HEARTBEAT,
+                1,
+                group_id="sharing",
+                member_id=member,
+                member_epoch=0,
+                rack_id=None,
+                subscribed_topic_names=("shared",),
+            )
+            assert answer.error_code == 0
+    status, _, body = call(writable.console_url, "/api/groups")
+    assert status == 200
+    (group,) = (g for g in body["groups"] if g["group_id"] == "sharing")
+    assert (group["type"], group["state"]) == ("share", "Stable")
+    assert {m["member_id"] for m in group["members"]} == set(members)
+    assert all(m["client_id"] == "sharer" and not m["idle"] for m in group["members"])
