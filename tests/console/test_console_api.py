@@ -1,5 +1,6 @@
-"""The console's JSON API against an embedded broker: what it shows of topics, messages,
-groups and fault rules; writes refused (403) when changes are not allowed; HTTP Basic
+"""The console's JSON API against an embedded broker: what it shows of topics, messages
+(decoded through the Schema Registry too), groups of each type, transactions and fault
+rules; writes refused (403) when changes are not allowed; HTTP Basic
 auth (401 and a challenge) when the broker has SASL users."""
 
 from __future__ import annotations
