@@ -40,7 +40,7 @@ from minibroker.state.credentials import read_users_file
 from minibroker.state.share_groups import ShareGroupView, share_group_view
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
-from minibroker.timeline import build_timeline
+from minibroker.timeline import MAX_DETAILS, build_timeline
 
 if TYPE_CHECKING:
     from minibroker.console import Console
@@ -479,9 +479,16 @@ class Cluster(RunsInThread):
             key=lambda r: r.at,
         )
 
-    def timeline(self, title: str | None = None) -> dict[str, Any]:
+    def timeline(
+        self,
+        title: str | None = None,
+        *,
+        started_ms: int | None = None,
+        max_details: int = MAX_DETAILS,
+    ) -> dict[str, Any]:
         """What happened so far, as one JSON-able dict (minibroker/timeline.py): built
-        from the recorded requests and the cluster's state now. Recording must be on
+        from the recorded requests and the cluster's state now, from `started_ms` (wall
+        clock; the first recorded request when not given). Recording must be on
         (`record_requests`), and kept in memory rather than written to a file."""
         recordings = [node.dispatcher.recording for node in self.nodes]
         if not any(r is not None and r.write_line is None for r in recordings):
@@ -504,9 +511,17 @@ class Cluster(RunsInThread):
             self.requests(),
             snapshot=self._on_loop(self._timeline_snapshot),
             title=title or "minibroker",
+            started_ms=started_ms,
             ended_ms=int(time.time() * 1000),
+            max_details=max_details,
             dropped=dropped,
             faults=faults,
+            connections=[
+                seen.as_json()
+                for recording in recordings
+                if recording is not None
+                for seen in tuple(recording.connections)
+            ],
         )
 
     def _timeline_snapshot(self) -> dict[str, Any]:

@@ -11,6 +11,10 @@ batch, a group assignment) longer than `KEPT_PAYLOAD_BYTES` is kept as its first
 recorded and kept decoded with its bytes fields cut the same way. A recording that writes
 to a file (`minibroker serve --record-file`) writes each request as a JSON line as it is
 answered and keeps none of them.
+
+While recording, each connection is noted too (`Recording.connections`, the newest
+`CONNECTIONS_KEPT`): its client's address, when it opened and closed, and the client id
+of its first request.
 """
 
 from __future__ import annotations
@@ -31,6 +35,28 @@ KEPT_PAYLOAD_BYTES = 64 * 1024
 # What one recorded request costs beyond its payloads (its decoded objects, roughly).
 ENTRY_BYTES = 1024
 NODE_BYTES = 64  # each decoded message, struct or array item
+CONNECTIONS_KEPT = 10_000
+
+
+@dataclass(slots=True)
+class ConnectionSeen:
+    """One client connection while recording: the server fills in its client id (that
+    of its first request) and when it closed."""
+
+    node_id: int
+    address: str  # host:port of the client
+    opened_at: float  # time.time()
+    client_id: str | None = None
+    closed_at: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node_id,
+            "address": self.address,
+            "client_id": self.client_id,
+            "opened_ms": int(self.opened_at * 1000),
+            "closed_ms": None if self.closed_at is None else int(self.closed_at * 1000),
+        }
 
 
 @dataclass(slots=True)
@@ -57,6 +83,13 @@ class Recorded:
         if self._response is None:
             _, self._response = messages.decode_response(self.frame[4:], self.api_key, self.version)
         return self._response
+
+    def answer(self) -> Any:
+        """The answer, decoded, without keeping the decoded form (what reads a whole
+        recording uses, so that the recording stays within its bound)."""
+        if self._response is not None:
+            return self._response
+        return messages.decode_response(self.frame[4:], self.api_key, self.version)[1]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -90,12 +123,18 @@ class Recording:
         self.written = 0  # lines handed to write_line
         self.dropped = 0  # the oldest requests let go to stay within the bounds
         self._kept: deque[tuple[Recorded, int]] = deque()
+        self.connections: deque[ConnectionSeen] = deque(maxlen=CONNECTIONS_KEPT)
 
     def __len__(self) -> int:
         return len(self._kept)
 
     def __iter__(self) -> Any:
         return (recorded for recorded, _ in tuple(self._kept))
+
+    def connection_opened(self, node_id: int, address: str, at: float) -> ConnectionSeen:
+        seen = ConnectionSeen(node_id, address, at)
+        self.connections.append(seen)
+        return seen
 
     def keep(
         self,
@@ -173,3 +212,15 @@ def cut_payloads(value: Any, limit: int = KEPT_PAYLOAD_BYTES) -> tuple[Any, int]
             items.append(new)
         return (tuple(items) if changed else value), size
     return value, 8
+
+
+def client_id_of(frame: bytes | memoryview) -> str:
+    """The client id in a request frame's header ("" when it has none or is not one):
+    every header version from v1 on carries it as an int16-sized string after the
+    api key, version and correlation id."""
+    if len(frame) < 10:
+        return ""
+    size = int.from_bytes(frame[8:10], "big", signed=True)
+    if size <= 0 or len(frame) < 10 + size:
+        return ""
+    return bytes(frame[10 : 10 + size]).decode("utf-8", "replace")

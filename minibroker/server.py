@@ -33,6 +33,7 @@ from minibroker.dispatch import (
     SteppedReply,
 )
 from minibroker.handlers.registry import OPEN_SESSION
+from minibroker.inspection import ConnectionSeen, client_id_of
 from minibroker.limits import ConnectionMeter, MemoryBudget, Verdict
 from minibroker.protocol.framing import FrameError, FrameReceiver
 from minibroker.protocol.messages import Encoded, FramePieces
@@ -304,6 +305,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._short_of_memory = False
         self._muted = False  # throttled by a client quota
         self.peer = ""
+        # This connection as the recording notes it (inspection.py), while recording.
+        self.seen: ConnectionSeen | None = None
 
     # --- transport callbacks ---
 
@@ -329,6 +332,11 @@ class _Connection(asyncio.BufferedProtocol):
         self.session = self._open_session(transport)
         self._limit_frames()
         self._node._connections.add(self)
+        recording = node.dispatcher.recording
+        if recording is not None and peer:
+            self.seen = recording.connection_opened(
+                node.node_id, f"{peer[0]}:{peer[1]}", time.time()
+            )
         self._account()
         self._task = self._loop.create_task(self._serve())
         self._node._tasks.add(self._task)
@@ -400,6 +408,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._wake.set()
         self._writable.set()
         self._node.forget(self)
+        if self.seen is not None:
+            self.seen.closed_at = time.time()
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()  # it may be waiting in a long poll nobody will read
 
@@ -491,6 +501,8 @@ class _Connection(asyncio.BufferedProtocol):
             while self._frames:
                 frame = self._frames.popleft()
                 fault: FaultedReply | None = None
+                if self.seen is not None and self.seen.client_id is None:
+                    self.seen.client_id = client_id_of(frame)
                 try:
                     if (
                         len(frame) >= LARGE_REQUEST_BYTES

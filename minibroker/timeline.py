@@ -53,12 +53,20 @@ The dict (version 1) and where each part comes from:
   (ShareFetch's or ShareAcknowledge's batches) sets the outcome of that record's latest
   delivery: accept, release or reject. At most `MAX_DELIVERIES` per partition, newest.
 
+`problems`: requests whose part in groups, offsets or transactions could not be read (a
+shape this build does not expect); their rows are shown all the same.
+
 What is not known: `complete` is false when the recording dropped its oldest requests (its
 byte or count bound) or `dropped` says so; then groups, offsets and transactions start
 from what was still kept, and the snapshot's values at the end are still exact. Topic
 ids (KIP-848 assignments, Fetch v13+, share APIs) are named from the snapshot's topics and
-Metadata answers; a topic id neither names is shown as its id. Connections are not
-recorded: `clients` has no `address` or `connections`.
+Metadata answers; a topic id neither names is shown as its id.
+
+`connections` (and each client's `connections` and `address`, its latest connection's):
+the connections opened while recording (`Recording.connections`, the newest
+`CONNECTIONS_KEPT` per node): node, the client's host:port, the client id of its first
+request, opened_ms and closed_ms (null while open). A connection opened before recording
+began is not known.
 """
 
 from __future__ import annotations
@@ -85,6 +93,8 @@ MAX_ROWS = 100_000
 MAX_POINTS = 500
 MAX_DELIVERIES = 2000
 MAX_FAULTS = 1000
+MAX_CONNECTIONS = 10_000
+MAX_PROBLEMS = 100
 
 PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP, SYNC_GROUP = 0, 1, 3, 8, 11, 14
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
@@ -105,25 +115,48 @@ def error_names(response: Any) -> list[str]:
     return found
 
 
+# Per kio class: its error code fields and the fields that may hold entities.
+_PLANS: dict[type[Any], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _plan(cls: type[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        errors, nested = [], []
+        for spec in dataclasses.fields(cls):
+            kind = spec.metadata.get("kafka_type")
+            if kind == "error_code" or spec.name.endswith("error_code"):
+                errors.append(spec.name)
+            elif kind is None:  # an entity, an array of them, or a field kio leaves untyped
+                nested.append(spec.name)
+        plan = _PLANS[cls] = (tuple(errors), tuple(nested))
+    return plan
+
+
 def _collect_errors(value: Any, found: list[str]) -> None:
-    if isinstance(value, tuple):
-        for item in value:
-            if isinstance(item, tuple) or dataclasses.is_dataclass(item):
-                _collect_errors(item, found)
-        return
-    if not dataclasses.is_dataclass(value):
-        return
-    for name in value.__dataclass_fields__:
+    errors, nested = _plan(type(value))
+    for name in errors:
+        code = getattr(value, name)
+        number = int(code.value if isinstance(code, enum.Enum) else code or 0)
+        if number:
+            text = _error_name(number)
+            if text not in found:
+                found.append(text)
+    for name in nested:
         item = getattr(value, name)
-        if isinstance(item, ErrorCode):
-            if item.value != 0:
-                text = item.name.upper()
-                if text not in found:
-                    found.append(text)
-        elif isinstance(item, tuple) or (
-            dataclasses.is_dataclass(item) and not isinstance(item, type)
-        ):
+        if isinstance(item, tuple):
+            for entry in item:
+                if hasattr(entry, "__dataclass_fields__"):
+                    _collect_errors(entry, found)
+        elif hasattr(item, "__dataclass_fields__") and not isinstance(item, type):
             _collect_errors(item, found)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"ERROR_{code}"
 
 
 def batch_record_count(records: Any) -> int:
@@ -660,6 +693,7 @@ def build_timeline(
     max_details: int = MAX_DETAILS,
     dropped: int = 0,
     faults: Iterable[Mapping[str, Any]] = (),
+    connections: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The timeline dict (see the module docstring) of `recorded` (inspection.Recorded
     entries, any order), with `snapshot` the cluster at the end: {"topics": {name:
@@ -675,16 +709,30 @@ def build_timeline(
     builder = _Builder(_snapshot_topic_ids(snapshot))
     rows: list[dict[str, Any]] = []
     clients: dict[str, dict[str, Any]] = {}
-    responses: list[Any] = []
+    # the answers that may be shown decoded (the first errored ones, the newest):
+    # kept while the rest are read, the others let go
+    errored_first = max(max_details // 4, 0)
+    newest_from = len(entries) - max_details
+    kept: dict[int, Any] = {}
+    errored: list[int] = []
+    problems: list[str] = []
     for i, entry in enumerate(entries):
         try:
-            response = entry.response
+            response = entry.answer() if hasattr(entry, "answer") else entry.response
             errors = error_names(response)
         except Exception as exc:  # an answer this build cannot decode: shown, not read
             response, errors = None, [f"UNDECODED: {type(exc).__name__}"]
-        responses.append(response)
+        if errors and len(errored) < errored_first:
+            errored.append(i)
+            kept[i] = response
+        elif i >= newest_from:
+            kept[i] = response
         at_ms = _ms(entry.at)
-        builder.take(entry, response)
+        try:
+            builder.take(entry, response)
+        except Exception as exc:  # a shape this build did not expect: the row still shows
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(f"request {i} ({entry.api}): {type(exc).__name__}: {exc}")
         rows.append(
             {
                 "i": i,
@@ -712,7 +760,6 @@ def build_timeline(
         client["errors"] += bool(errors)
 
     # decoded details, bounded: the first errored ones, then the newest others
-    errored = [i for i, row in enumerate(rows) if row["errors"]][: max(max_details // 4, 0)]
     chosen = set(errored)
     for i in range(len(rows) - 1, -1, -1):
         if len(chosen) >= max_details:
@@ -720,7 +767,7 @@ def build_timeline(
         chosen.add(i)
     for i in chosen:
         rows[i]["detail"] = bounded_detail(
-            {"request": plain(entries[i].request), "response": plain(responses[i])}
+            {"request": plain(entries[i].request), "response": plain(kept.get(i))}
         )
     omitted = max(len(rows) - MAX_ROWS, 0)
 
@@ -786,6 +833,15 @@ def build_timeline(
         for (g, t, p), deliveries in sorted(builder.share.items())
     ]
     fault_rows = [dict(f) for f in faults][-MAX_FAULTS:]
+    connection_rows = sorted((dict(c) for c in connections), key=lambda c: c["opened_ms"])
+    for connection in connection_rows:
+        client = clients.get(connection.get("client_id") or "")
+        if client is None:
+            continue  # a connection that sent no request the recording kept
+        client["address"] = connection["address"]
+        client.setdefault("connections", []).append(
+            {k: connection[k] for k in ("node", "address", "opened_ms", "closed_ms")}
+        )
 
     return {
         "version": VERSION,
@@ -800,7 +856,7 @@ def build_timeline(
         "details": {
             "max_details": max_details,
             "max_detail_bytes": MAX_DETAIL_BYTES,
-            "errored_first": max(max_details // 4, 0),
+            "errored_first": errored_first,
             "shown": len(chosen),
         },
         "groups": groups,
@@ -808,4 +864,6 @@ def build_timeline(
         "transactions": transactions,
         "faults": fault_rows,
         "share": share,
+        "connections": connection_rows[-MAX_CONNECTIONS:],
+        "problems": problems,
     }

@@ -66,7 +66,7 @@
     clients.forEach(function (c, n) {
       var y = top + n * rowH;
       root.appendChild(svg("text", { x: left - 8, y: y + 15, "text-anchor": "end", class: "lane-label", text: (c.client_id || "(no client id)") + " · " + c.requests }));
-      root.appendChild(svg("rect", { x: x(c.first_ms), y: y + 4, width: Math.max(x(c.last_ms) - x(c.first_ms), 2), height: rowH - 8, class: c.errors ? "lane lane-errors" : "lane" }, svg("title", { text: (c.client_id || "") + (c.address ? " from " + c.address : "") + ": " + c.requests + " requests, " + c.errors + " with errors" + (c.connections !== undefined ? ", " + c.connections + " connections" : "") })));
+      root.appendChild(svg("rect", { x: x(c.first_ms), y: y + 4, width: Math.max(x(c.last_ms) - x(c.first_ms), 2), height: rowH - 8, class: "lane" }, svg("title", { text: (c.client_id || "") + (c.address ? " from " + c.address : "") + ": " + c.requests + " requests, " + c.errors + " with errors" + (c.connections !== undefined ? ", " + c.connections + " connections" : "") })));
     });
     var marks = document.createDocumentFragment();
     (tl.requests || []).forEach(function (r) {
@@ -213,15 +213,20 @@
     var list = tl.requests || [];
     var detail = el("div", { "data-testid": "request-detail", class: "detail" }, el("p", { class: "hint", text: "Click a request to see it decoded." }));
     var body = el("tbody");
-    var rows = list.map(function (r) {
+    var rows = list.map(function (r, n) {
       var failed = r.errors && r.errors.length;
-      var row = el("tr", { "data-testid": "request-" + r.i, class: failed ? "request error" : "request" }, [
+      return el("tr", { "data-testid": "request-" + r.i, "data-n": n, class: failed ? "request error" : "request" }, [
         el("td", { text: rel(r.at_ms), title: wall(r.at_ms) }), el("td", { text: r.node }), el("td", { text: r.client_id }),
         el("td", { text: r.api + " v" + r.version }), el("td", { text: r.correlation_id }), el("td", { text: failed ? r.errors.join(", ") : "" })]);
-      row.addEventListener("click", function () { show(r, row); });
-      row.dataset.search = (r.api + " " + r.client_id + " " + (r.errors || []).join(" ")).toLowerCase();
-      return row;
     });
+    // One listener for every row: a long recording has tens of thousands of them.
+    body.addEventListener("click", function (event) {
+      var row = event.target.closest("tr.request");
+      if (row) show(list[Number(row.getAttribute("data-n"))], row);
+    });
+    function searchText(r) {
+      return (r.api + " " + r.client_id + " " + (r.errors || []).join(" ")).toLowerCase();
+    }
     var selected = null;
     function show(r, row) {
       if (selected) selected.classList.remove("selected");
@@ -243,22 +248,16 @@
     var filter = el("input", { type: "search", placeholder: "filter: API, client id or error", id: "request-filter" });
     function apply() {
       var words = filter.value.toLowerCase().trim();
-      rows.forEach(function (row) {
-        var hidden = (errorsOnly.checked && !row.classList.contains("error")) || (words && row.dataset.search.indexOf(words) < 0);
+      rows.forEach(function (row, n) {
+        var hidden = (errorsOnly.checked && !row.classList.contains("error")) || (words && searchText(list[n]).indexOf(words) < 0);
         row.hidden = !!hidden;
       });
     }
     filter.addEventListener("input", apply);
     errorsOnly.addEventListener("change", apply);
-    // Rows go in by chunks so a long recording does not freeze the page while it opens.
-    var next = 0;
-    function more() {
-      var fragment = document.createDocumentFragment();
-      for (var end = Math.min(next + 2000, rows.length); next < end; next++) fragment.appendChild(rows[next]);
-      body.appendChild(fragment);
-      if (next < rows.length) setTimeout(more, 0);
-    }
-    more();
+    var fragment = document.createDocumentFragment();
+    rows.forEach(function (row) { fragment.appendChild(row); });
+    body.appendChild(fragment);
     var errorCount = list.filter(function (r) { return r.errors && r.errors.length; }).length;
     return section("Requests", "requests", [
       el("p", { class: "controls" }, [list.length + " requests, " + errorCount + " with errors. ", filter, " ", el("label", {}, [errorsOnly, " errors only"])]),

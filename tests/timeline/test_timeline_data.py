@@ -17,7 +17,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 
 from minibroker import Broker
 from minibroker.protocol import messages
-from minibroker.timeline import MAX_DETAIL_BYTES, build_timeline
+from minibroker.timeline import MAX_DETAIL_BYTES, build_timeline, stalled_groups
 
 TOP_KEYS = {
     "version",
@@ -42,6 +42,7 @@ def checked(timeline: dict[str, Any]) -> dict[str, Any]:
     """The timeline after a trip through JSON, its keys those of the contract."""
     again: dict[str, Any] = json.loads(json.dumps(timeline))
     assert set(again) >= TOP_KEYS and again["version"] == 1
+    assert again["problems"] == []  # every request's part was read
     for row in again["requests"]:
         assert REQUEST_KEYS | {"detail"} <= set(row)
     for client in again["clients"]:
@@ -272,6 +273,13 @@ def test_a_closed_connection_shows_only_in_faults(broker: Broker) -> None:
     timeline = checked(broker.timeline())
     (fault,) = timeline["faults"]
     assert fault["api"] == "Metadata" and fault["action"] == "close"
+    # the connection it closed, and the one the client opened again, by client id
+    (writer,) = [c for c in timeline["clients"] if c["client_id"] == "writer"]
+    connections = writer["connections"]
+    assert len(connections) >= 2 and writer["address"].startswith("127.0.0.1:")
+    closed = [c for c in connections if c["closed_ms"] is not None]
+    assert closed and closed[0]["opened_ms"] <= fault["at_ms"] <= closed[0]["closed_ms"]
+    assert {c["client_id"] for c in timeline["connections"]} >= {"writer"}
 
 
 def test_a_consumers_errors_are_named(broker: Broker) -> None:
@@ -420,3 +428,20 @@ def test_share_group_deliveries_and_redeliveries(broker: Broker) -> None:
     assert group["type"] == "share"
     assert group["generations"][-1]["members"][0]["partitions"] == [["jobs", 0]]
     assert group["idle_members"] == []
+
+
+def test_the_stalled_rule_judges_only_what_it_can() -> None:
+    key_a, key_b = ("t", 0), ("t", 1)
+    drained = [[0, 5], [700, 0]]
+
+    def stalled(lag: list[list[int]]) -> dict[tuple[str, int], list[str]]:
+        return stalled_groups({key_a: {"g": lag}, key_b: {"g": drained}}, 0, 900)
+
+    assert stalled([[0, 0], [800, 4]]) == {key_a: ["g"]}  # grew in the last third
+    assert stalled([[0, 4], [800, 4]]) == {}  # did not grow
+    assert stalled([[0, 6], [800, 4]]) == {}  # shrank
+    assert stalled([[650, 4]]) == {}  # first committed in the last third: not judged
+    assert stalled([[0, 0], [800, 4], [850, 0]]) == {}  # caught up by the end
+    # no other partition of the group drained: nothing stands out
+    alone = {key_a: {"g": [[0, 0], [800, 4]]}, key_b: {"g": [[0, 1], [800, 3]]}}
+    assert stalled_groups(alone, 0, 900) == {}
