@@ -377,6 +377,8 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any], brokers: in
             f"minibroker schema registry, schema.registry.url={broker.schema_registry_url}",
             flush=True,
         )
+    if broker.config.console_port >= 0:
+        print(f"minibroker console, console.url={broker.console_url}", flush=True)
     print(f"minibroker listening, bootstrap.servers={broker.bootstrap_servers}", flush=True)
     await stop.wait()
     await broker.stop()

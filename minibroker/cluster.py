@@ -43,6 +43,7 @@ from minibroker.storage.data_dir import DataDir
 from minibroker.timeline import MAX_DETAILS, build_timeline
 
 if TYPE_CHECKING:
+    from minibroker.console import Console
     from minibroker.schema_registry.service import SchemaRegistry
 
 log = logging.getLogger("minibroker")
@@ -102,6 +103,7 @@ class Cluster(RunsInThread):
         self._flusher: asyncio.Task[None] | None = None
         self._record_file: TextIO | None = None  # record_requests(to=...)
         self._schema_registry: SchemaRegistry | None = None
+        self._console: Console | None = None
         self._recorded_lines = 0
 
     @staticmethod
@@ -189,6 +191,8 @@ class Cluster(RunsInThread):
             self.state.clock.on_advance.append(self._on_advance)
             if self.config.serves_schema_registry and self._schema_registry is None:
                 await self._start_schema_registry()
+            if self.config.console_port >= 0 and self._console is None:
+                await self._start_console()
         except BaseException:
             for node in started:
                 await node.stop()
@@ -206,6 +210,9 @@ class Cluster(RunsInThread):
             self._running = False
             with contextlib.suppress(ValueError):
                 self.state.clock.on_advance.remove(self._on_advance)
+            if self._console is not None:
+                await self._console.stop()
+                self._console = None
             if self._schema_registry is not None:
                 await self._schema_registry.stop()
                 self._schema_registry = None
@@ -248,6 +255,34 @@ class Cluster(RunsInThread):
         )
         await registry.start()
         self._schema_registry = registry
+
+    async def _start_console(self) -> None:
+        from minibroker.console import Console
+
+        registry = self._schema_registry
+
+        def schema_of(schema_id: int) -> tuple[str, str] | None:
+            stored = None if registry is None else registry.state.schemas.get(schema_id)
+            return None if stored is None else (stored.schema_type, stored.text)
+
+        if self.nodes[0].dispatcher.recording is None:  # the console shows the timeline
+            self.record_requests()
+        console = Console(
+            self,
+            self.config.host,
+            self.config.console_port,
+            allow_changes=self.config.console_allow_changes,
+            schema_lookup=None if registry is None else schema_of,
+        )
+        await console.start()
+        self._console = console
+
+    @property
+    def console_url(self) -> str:
+        """http://HOST:PORT of the web console (`console_port` >= 0)."""
+        if self._console is None:
+            raise RuntimeError("no console: start the broker with console_port (0 picks a port)")
+        return self._console.url
 
     @property
     def schema_registry_url(self) -> str:

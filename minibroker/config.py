@@ -302,6 +302,14 @@ class BrokerConfig:
     schema_registry_max_body_bytes: int = _setting(
         16 * 1024 * 1024, "a Schema Registry request body over this many bytes gets 413"
     )
+    console_port: int = _setting(
+        -1, "port of the web console on the broker's host (0 picks a free one; -1: none)"
+    )
+    console_allow_changes: bool = _setting(
+        False,
+        "the web console may change the broker (create and delete topics, produce, fault "
+        "rules); without it, its writes get 403",
+    )
 
     log_retention_check_interval_ms: int = _setting(
         300_000,
@@ -620,6 +628,7 @@ LEAST_VALUES: Mapping[str, float] = {
     "log_cleaner_backoff_ms": 1,
     "schema_registry_port": -1,
     "schema_registry_max_body_bytes": 1,
+    "console_port": -1,
 }
 
 

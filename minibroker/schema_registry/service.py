@@ -17,13 +17,16 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from minibroker.http_edge import HttpServer
+from minibroker.http_edge import Request as HttpRequest
+from minibroker.http_edge import Response as HttpResponse
 from minibroker.loop_thread import RunsInThread
 from minibroker.schema_registry import api, errors
-from minibroker.schema_registry.http_server import HttpServer
 from minibroker.schema_registry.state import Lost, RegistryState, Reply
 from minibroker.schema_registry.store import DEFAULT_TOPIC, SchemasTopic
 
 log = logging.getLogger("minibroker.schema_registry")
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 T = TypeVar("T")
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -73,7 +76,14 @@ class SchemaRegistry(RunsInThread):
             client_config=client_config,
             create_topic=create_topic,
         )
-        self._http = HttpServer(self._answer, host, port, max_body_bytes)
+        self._http = HttpServer(
+            self._answer_http,
+            host,
+            port,
+            max_body_bytes,
+            error_content_type=CONTENT_TYPE,
+            name="the schema registry",
+        )
         self._writing = asyncio.Lock()
 
     @property
@@ -108,6 +118,10 @@ class SchemaRegistry(RunsInThread):
                 self.state.apply(key, value)
 
         await self._on_state_thread(apply_all)
+
+    async def _answer_http(self, request: HttpRequest) -> HttpResponse:
+        status, body = await self._answer(request.method, request.target, request.body)
+        return HttpResponse(status, body, CONTENT_TYPE)
 
     async def _answer(self, method: str, target: str, body: bytes) -> tuple[int, bytes]:
         request = api.Request(method, target, body)

@@ -1,7 +1,8 @@
-"""The registry's HTTP/1.1 listener (the edge): h11's state machine over asyncio streams.
+"""An HTTP/1.1 listener (the edge) for the Schema Registry and the console: h11's state
+machine over asyncio streams, answering through one `answer(request)` callback.
 
 Limits, each answered before any work is done: a request head over 64 KiB gets 431, a
-body over the `schema_registry_max_body_bytes` setting gets 413, a request not complete
+body over `max_body_bytes` gets 413, a request not complete
 within 30 s (slow senders included) and a connection idle for 30 s are closed, and
 connections beyond 1,024 are closed on accept. A request that is not HTTP gets 400 and
 its connection is closed.
@@ -14,18 +15,35 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import h11
 
-log = logging.getLogger("minibroker.schema_registry")
+log = logging.getLogger("minibroker.http")
 
 MAX_HEAD_BYTES = 64 * 1024
 REQUEST_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 1024
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+JSON = "application/json"
 
-# (method, target, body) -> (status, body)
-Answer = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    target: str
+    body: bytes
+    headers: dict[str, str]  # names in lower case; a repeated header keeps its last value
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+Answer = Callable[[Request], Awaitable[Response]]
 
 
 def error_body(status: int, message: str) -> bytes:
@@ -39,8 +57,19 @@ class _Refused(Exception):
 
 
 class HttpServer:
-    def __init__(self, answer: Answer, host: str, port: int, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        answer: Answer,
+        host: str,
+        port: int,
+        max_body_bytes: int,
+        *,
+        error_content_type: str = JSON,
+        name: str = "the HTTP listener",
+    ) -> None:
         self._answer = answer
+        self._error_content_type = error_content_type
+        self._name = name
         self._host = host
         self._port = port
         self._max_body = max_body_bytes
@@ -79,26 +108,20 @@ class HttpServer:
                     return
                 if request is None:
                     return
-                method, target, body = request
                 try:
-                    status, answer = await self._answer(method, target, body)
+                    response = await self._answer(request)
                 except Exception:
-                    log.exception("the schema registry failed on %s %s", method, target)
-                    status, answer = 500, error_body(500, "Internal Server Error")
-                await self._send(connection, writer, status, answer)
+                    log.exception("%s failed on %s %s", self._name, request.method, request.target)
+                    response = self._error(500, "Internal Server Error")
+                await self._send(connection, writer, response, head=request.method == "HEAD")
                 if connection.our_state is h11.MUST_CLOSE:
                     return
                 connection.start_next_cycle()
         except _Refused as refusal:
             with contextlib.suppress(Exception):
                 if connection.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self._send(
-                        connection,
-                        writer,
-                        refusal.status,
-                        error_body(refusal.status, str(refusal)),
-                        close=True,
-                    )
+                    refused = self._error(refusal.status, str(refusal))
+                    await self._send(connection, writer, refused, close=True)
         except (ConnectionError, h11.LocalProtocolError):
             pass
         finally:
@@ -107,10 +130,14 @@ class HttpServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    def _error(self, status: int, message: str) -> Response:
+        return Response(status, error_body(status, message), self._error_content_type)
+
     async def _read_request(
         self, connection: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> tuple[str, str, bytes] | None:
+    ) -> Request | None:
         method = target = ""
+        headers: dict[str, str] = {}
         body = bytearray()
         while True:
             try:
@@ -126,7 +153,11 @@ class HttpServer:
             elif isinstance(event, h11.Request):
                 method = event.method.decode("ascii", "replace")
                 target = event.target.decode("latin-1")
-                length = dict(event.headers).get(b"content-length")
+                headers = {
+                    name.decode("latin-1").lower(): value.decode("latin-1")
+                    for name, value in event.headers
+                }
+                length = headers.get("content-length")
                 if length is not None and int(length) > self._max_body:
                     raise _Refused(413, f"The request body is over {self._max_body} bytes")
                 if connection.they_are_waiting_for_100_continue:
@@ -138,7 +169,7 @@ class HttpServer:
                 if len(body) > self._max_body:
                     raise _Refused(413, f"The request body is over {self._max_body} bytes")
             elif isinstance(event, h11.EndOfMessage):
-                return method, target, bytes(body)
+                return Request(method, target, bytes(body), headers)
             elif isinstance(event, h11.ConnectionClosed):
                 return None
 
@@ -146,15 +177,20 @@ class HttpServer:
         self,
         connection: h11.Connection,
         writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes,
+        response: Response,
         *,
         close: bool = False,
+        head: bool = False,
     ) -> None:
-        headers = [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body)))]
+        headers = [
+            ("Content-Type", response.content_type),
+            ("Content-Length", str(len(response.body))),
+            *response.headers,
+        ]
         if close:
             headers.append(("Connection", "close"))
-        writer.write(connection.send(h11.Response(status_code=status, headers=headers)))
-        writer.write(connection.send(h11.Data(data=body)))
+        writer.write(connection.send(h11.Response(status_code=response.status, headers=headers)))
+        if not head:  # a HEAD answer has the headers of a GET and no body
+            writer.write(connection.send(h11.Data(data=response.body)))
         writer.write(connection.send(h11.EndOfMessage()))
         await writer.drain()
