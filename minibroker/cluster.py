@@ -40,7 +40,6 @@ from minibroker.state.credentials import read_users_file
 from minibroker.state.share_groups import ShareGroupView, share_group_view
 from minibroker.state.topics import Topic
 from minibroker.storage.data_dir import DataDir
-from minibroker.timeline import MAX_DETAILS, build_timeline
 
 if TYPE_CHECKING:
     from minibroker.console import Console
@@ -484,7 +483,7 @@ class Cluster(RunsInThread):
         title: str | None = None,
         *,
         started_ms: int | None = None,
-        max_details: int = MAX_DETAILS,
+        max_details: int | None = None,
     ) -> dict[str, Any]:
         """What happened so far, as one JSON-able dict (minibroker/timeline.py): built
         from the recorded requests and the cluster's state now, from `started_ms` (wall
@@ -507,13 +506,16 @@ class Cluster(RunsInThread):
             }
             for at, rule, api_key, client_id, action in tuple(self.state.faults.acted)
         ]
+        # Imported when asked for: it is not needed to serve Kafka clients.
+        from minibroker.timeline import MAX_DETAILS, build_timeline
+
         return build_timeline(
             self.requests(),
             snapshot=self._on_loop(self._timeline_snapshot),
             title=title or "minibroker",
             started_ms=started_ms,
             ended_ms=int(time.time() * 1000),
-            max_details=max_details,
+            max_details=MAX_DETAILS if max_details is None else max_details,
             dropped=dropped,
             faults=faults,
             connections=[
