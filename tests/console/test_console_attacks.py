@@ -26,6 +26,7 @@ import pytest
 
 from harness.child_broker import ChildBroker
 from minibroker.testing.clients import KafkaHelper
+from tests.raw_http import Answer, exchange, read_answer
 
 _URL = re.compile(r"console\.url=(\S+)")
 _BOOTSTRAP = re.compile(r"bootstrap\.servers=(\S+)")
@@ -40,13 +41,6 @@ class Console:
     port: int
     kafka: KafkaHelper
     output: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Answer:
-    status: int | None  # None: closed (or reset) without an answer
-    headers: dict[str, str]
-    body: bytes
 
 
 def _drain(stream: Any, into: list[str]) -> None:
@@ -93,39 +87,8 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         child.stop()
 
 
-def _read_answer(sock: socket.socket) -> Answer:
-    data = b""
-    try:
-        while b"\r\n\r\n" not in data:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return Answer(None, {}, data)
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        headers = {}
-        for line in header_lines:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        while len(body) < length:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            body += chunk
-        return Answer(int(status_line.split()[1]), headers, body)
-    except (ConnectionResetError, BrokenPipeError):
-        return Answer(None, {}, data)
-
-
 def _exchange(console: Console, *parts: bytes, timeout: float = 10.0) -> Answer:
-    """Send raw bytes (stopping quietly if the server closes on us), read the answer; a
-    server that neither answers nor closes within `timeout` fails the test."""
-    with socket.create_connection(("127.0.0.1", console.port), timeout=timeout) as sock:
-        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
-            for part in parts:
-                sock.sendall(part)
-        return _read_answer(sock)
+    return exchange(console.port, *parts, timeout=timeout)
 
 
 def _request(
@@ -209,7 +172,7 @@ def test_slow_clients_do_not_hold_up_others(console: Console) -> None:
         with socket.create_connection(("127.0.0.1", console.port), timeout=10) as sock:
             sock.sendall(b"GET /api/topics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # head unfinished
             sock.sendall(f"Authorization: {AUTH}\r\n\r\n".encode())
-            assert _read_answer(sock).status == 200
+            assert read_answer(sock).status == 200
     finally:
         for sock in slow:
             sock.close()

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from harness.child_broker import ChildBroker
 from minibroker.testing.clients import KafkaHelper
+from tests.raw_http import Answer, exchange
 from tests.schema_registry.conftest import RawHttp
 
 # Registering needs the Avro schema type and the compatibility rules.
@@ -114,53 +115,8 @@ def _assert_still_serving(registry: Registry) -> None:
     assert [r.value for r in registry.kafka.consume(topic, 1, decode_as="bytes")] == [b"still here"]
 
 
-@dataclass
-class Answer:
-    status: int | None  # None: the connection closed (or reset) without an answer
-    headers: dict[str, str]
-    body: bytes
-
-    def error_body(self) -> dict[str, Any]:
-        body = json.loads(self.body)
-        assert isinstance(body, dict) and set(body) == {"error_code", "message"}, body
-        assert isinstance(body["error_code"], int) and isinstance(body["message"], str)
-        return body
-
-
-def _read_answer(sock: socket.socket) -> Answer:
-    """One HTTP response off the socket, or status None if it closes first."""
-    data = b""
-    try:
-        while b"\r\n\r\n" not in data:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return Answer(None, {}, data)
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        headers = {}
-        for line in header_lines:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        while len(body) < length:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            body += chunk
-        return Answer(int(status_line.split()[1]), headers, body)
-    except (ConnectionResetError, BrokenPipeError):
-        return Answer(None, {}, data)
-
-
 def _exchange(registry: Registry, *parts: bytes, timeout: float = 10.0) -> Answer:
-    """Send raw bytes (stopping quietly if the server closes on us) and read the answer.
-    A server that neither answers nor closes within `timeout` fails the test."""
-    with socket.create_connection(("127.0.0.1", registry.port), timeout=timeout) as sock:
-        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
-            for part in parts:
-                sock.sendall(part)
-        return _read_answer(sock)
+    return exchange(registry.port, *parts, timeout=timeout)
 
 
 def _assert_refused_or_closed(answer: Answer, *statuses: int) -> None:
