@@ -15,14 +15,30 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from minibroker.console import views
 from minibroker.http_edge import HttpServer, Request, Response
 
 if TYPE_CHECKING:
-    from minibroker.cluster import Cluster
+    from minibroker.config import BrokerConfig
+    from minibroker.server import NodeServer
+    from minibroker.state.cluster import ClusterState
+
+
+class ServedCluster(Protocol):
+    """What the console reads of the cluster that serves it (minibroker.cluster.Cluster)."""
+
+    state: ClusterState
+    config: BrokerConfig
+    nodes: list[NodeServer]
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    def timeline(self, title: str | None = None) -> dict[str, Any]: ...
+
 
 log = logging.getLogger("minibroker.console")
 
@@ -64,7 +80,7 @@ class Console:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: ServedCluster,
         host: str,
         port: int,
         *,
