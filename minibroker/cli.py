@@ -325,7 +325,7 @@ async def _serve(args: argparse.Namespace, settings: dict[str, Any], brokers: in
     stop = _stop_on_signals()
     try:
         await broker.start()
-    except DataDirError as exc:
+    except (DataDirError, RuntimeError, ValueError) as exc:  # e.g. a missing extra
         print(f"minibroker: {exc}", file=sys.stderr)
         return 2
     except (OSError, OverflowError) as exc:
