@@ -27,9 +27,13 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session; skips with the reason when there is none."""
+    """A headless Chromium for a module's tests; skips with the reason when there is none.
+
+    Per module, not per session: Playwright's synchronous API keeps an event loop running
+    in the main thread while it is open, and the tests after it that run asyncio need it
+    gone."""
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="the browser tests need playwright (the test extra)"
     )
